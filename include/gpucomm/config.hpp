@@ -1,0 +1,32 @@
+#pragma once
+// Library-wide macros, version and compiler checks. Included by every gpucomm header.
+
+#if __cplusplus < 202002L
+#error "gpucomm needs C++20: compile with -std=c++20 (nvcc: -std=c++20)"
+#endif
+
+#define GPUCOMM_VERSION_MAJOR 0
+#define GPUCOMM_VERSION_MINOR 1
+#define GPUCOMM_VERSION_PATCH 0
+
+#if defined(__CUDACC__)
+#define GPUCOMM_HD __host__ __device__
+#define GPUCOMM_DEVICE __device__
+#define GPUCOMM_FORCEINLINE __forceinline__
+#else
+#define GPUCOMM_HD
+#define GPUCOMM_DEVICE
+#define GPUCOMM_FORCEINLINE inline
+#endif
+
+// Debug builds (GPUCOMM_DEBUG defined, or NDEBUG not defined) bound every spin loop and check
+// PE indices on the device; release builds spin without a bound and trust their arguments.
+#if !defined(GPUCOMM_DEBUG) && !defined(NDEBUG)
+#define GPUCOMM_DEBUG 1
+#endif
+
+namespace gpucomm {
+inline constexpr int version_major = GPUCOMM_VERSION_MAJOR;
+inline constexpr int version_minor = GPUCOMM_VERSION_MINOR;
+inline constexpr int version_patch = GPUCOMM_VERSION_PATCH;
+}  // namespace gpucomm

@@ -1,0 +1,76 @@
+#pragma once
+// Group-cooperative memory copy with the widest vector the two addresses allow.
+//
+// The copy is split into an exact byte head (up to the destination's vector alignment), a body of
+// V-sized vectors, and an exact byte tail. V is the widest of 16/8/4/2/1 bytes for which source
+// and destination are equally misaligned, so 16-byte loads and stores carry any copy whose
+// addresses agree modulo 16. Vector i of the body goes to thread i % size: consecutive threads
+// touch consecutive addresses (coalesced), and each thread keeps `unroll` loads in flight before
+// its stores, which is what hides NVLink and HBM latency.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../config.hpp"
+#include "../group.cuh"
+
+namespace gpucomm::detail {
+
+#if defined(__CUDACC__)
+
+template <group G>
+__device__ GPUCOMM_FORCEINLINE void copy_bytes(G const& g, unsigned char* dst, unsigned char const* src,
+                                               std::size_t n) {
+  for (std::size_t i = group_rank(g); i < n; i += group_size(g)) dst[i] = src[i];
+}
+
+template <class V, unsigned Unroll, group G>
+__device__ GPUCOMM_FORCEINLINE void copy_vectors(G const& g, V* dst, V const* src, std::size_t count) {
+  std::size_t const size = group_size(g);
+  std::size_t i = group_rank(g);
+  for (; i + (Unroll - 1) * size < count; i += Unroll * size) {
+    V v[Unroll];
+#pragma unroll
+    for (unsigned u = 0; u < Unroll; ++u) v[u] = src[i + u * size];
+#pragma unroll
+    for (unsigned u = 0; u < Unroll; ++u) dst[i + u * size] = v[u];
+  }
+  for (; i < count; i += size) dst[i] = src[i];
+}
+
+template <class V, group G>
+__device__ GPUCOMM_FORCEINLINE void copy_aligned_as(G const& g, unsigned char* dst, unsigned char const* src,
+                                                    std::size_t bytes) {
+  constexpr std::size_t width = sizeof(V);
+  std::size_t head = (width - (reinterpret_cast<std::uintptr_t>(dst) & (width - 1))) & (width - 1);
+  if (head > bytes) head = bytes;
+  std::size_t const count = (bytes - head) / width;
+  std::size_t const tail_at = head + count * width;
+  copy_bytes(g, dst, src, head);
+  copy_vectors<V, 8>(g, reinterpret_cast<V*>(dst + head), reinterpret_cast<V const*>(src + head), count);
+  copy_bytes(g, dst + tail_at, src + tail_at, bytes - tail_at);
+}
+
+/// Copy `bytes` bytes from `src` to `dst` (which must not overlap), shared by g's threads.
+/// Either address may be local or a peer's mapping. Returns without synchronising the group.
+template <group G>
+__device__ GPUCOMM_FORCEINLINE void group_copy(G const& g, void* dst, void const* src, std::size_t bytes) {
+  auto* d = static_cast<unsigned char*>(dst);
+  auto const* s = static_cast<unsigned char const*>(src);
+  auto const misalignment = reinterpret_cast<std::uintptr_t>(d) ^ reinterpret_cast<std::uintptr_t>(s);
+  if ((misalignment & 15) == 0) {
+    copy_aligned_as<uint4>(g, d, s, bytes);
+  } else if ((misalignment & 7) == 0) {
+    copy_aligned_as<unsigned long long>(g, d, s, bytes);
+  } else if ((misalignment & 3) == 0) {
+    copy_aligned_as<unsigned>(g, d, s, bytes);
+  } else if ((misalignment & 1) == 0) {
+    copy_aligned_as<unsigned short>(g, d, s, bytes);
+  } else {
+    copy_bytes(g, d, s, bytes);
+  }
+}
+
+#endif  // __CUDACC__
+
+}  // namespace gpucomm::detail

@@ -1,0 +1,137 @@
+#pragma once
+// Groups: the set of threads that calls one gpucomm operation together.
+//
+// Every device operation takes the calling group first: `c.put(g, dst, src, n, pe)`. All threads
+// of `g` call it with the same arguments; the group's threads share the work (each moves a strided
+// part), and where one thread must act alone (a signal, an atomic, a flag) the group's rank-0
+// thread, its *leader*, does.
+//
+// Any type meeting `gpucomm::group` works:
+//   - cooperative_groups::thread_block                    (a whole CTA)
+//   - cooperative_groups::thread_block_tile<N>, N = 1..32 (size known at compile time)
+//   - cooperative_groups::coalesced_group                  (the active threads of a warp)
+//   - gpucomm::single_thread (`gpucomm::this_thread()`)    (one thread on its own)
+//   - a user type with `num_threads()`, `thread_rank()` and `sync()`, all const; optionally a
+//     `static constexpr unsigned static_size` (its size at compile time) and a
+//     `shfl(value, src_rank)` member (needed by operations that return a value to every thread).
+//
+// Rules: a group's threads all belong to one CTA; `sync()` synchronises exactly the group's
+// threads and orders their memory accesses at least at CTA scope (as __syncthreads, __syncwarp
+// and cooperative_groups' sync() do).
+
+#include <cooperative_groups.h>
+
+#include <concepts>
+#include <cstdint>
+#include <type_traits>
+
+#include "config.hpp"
+
+namespace gpucomm {
+
+/// The requirements on a calling group.
+template <class G>
+concept group = requires(G const& g) {
+  { g.num_threads() } -> std::convertible_to<unsigned long long>;
+  { g.thread_rank() } -> std::convertible_to<unsigned long long>;
+  g.sync();
+};
+
+/// One thread acting alone. `sync()` does nothing: a thread is ordered with itself.
+struct single_thread {
+  static constexpr unsigned static_size = 1;
+  GPUCOMM_HD constexpr unsigned num_threads() const noexcept { return 1; }
+  GPUCOMM_HD constexpr unsigned thread_rank() const noexcept { return 0; }
+  GPUCOMM_HD constexpr void sync() const noexcept {}
+  template <class T>
+  GPUCOMM_HD constexpr T shfl(T value, unsigned) const noexcept {
+    return value;
+  }
+};
+
+/// The calling thread as a group of one.
+GPUCOMM_HD constexpr single_thread this_thread() noexcept { return {}; }
+
+/// Size of G's groups when the type fixes it, 0 when only known at run time.
+template <class G>
+struct group_static_size : std::integral_constant<unsigned, 0> {};
+
+template <class G>
+  requires requires { G::static_size; }
+struct group_static_size<G> : std::integral_constant<unsigned, G::static_size> {};
+
+template <unsigned N, class Parent>
+struct group_static_size<cooperative_groups::thread_block_tile<N, Parent>>
+    : std::integral_constant<unsigned, N> {};
+
+template <class G>
+inline constexpr unsigned group_static_size_v = group_static_size<std::remove_cvref_t<G>>::value;
+
+/// True when the type can hand a value from one of its threads to all of them.
+template <class G>
+concept broadcasting_group =
+    group<G> && (requires(G const& g, std::uint64_t v) { g.shfl(v, 0u); } ||
+                 std::is_same_v<std::remove_cvref_t<G>, cooperative_groups::thread_block>);
+
+#if defined(__CUDACC__)
+
+/// Number of threads in g; a constant when the type fixes it.
+template <group G>
+GPUCOMM_DEVICE GPUCOMM_FORCEINLINE unsigned group_size(G const& g) {
+  if constexpr (group_static_size_v<G> != 0) {
+    return group_static_size_v<G>;
+  } else {
+    return static_cast<unsigned>(g.num_threads());
+  }
+}
+
+/// This thread's rank in g.
+template <group G>
+GPUCOMM_DEVICE GPUCOMM_FORCEINLINE unsigned group_rank(G const& g) {
+  if constexpr (group_static_size_v<G> == 1) {
+    return 0;
+  } else {
+    return static_cast<unsigned>(g.thread_rank());
+  }
+}
+
+/// True on the group's leader, its rank-0 thread.
+template <group G>
+GPUCOMM_DEVICE GPUCOMM_FORCEINLINE bool is_leader(G const& g) {
+  return group_rank(g) == 0;
+}
+
+/// Synchronise g's threads (nothing for a group of one).
+template <group G>
+GPUCOMM_DEVICE GPUCOMM_FORCEINLINE void group_sync(G const& g) {
+  if constexpr (group_static_size_v<G> != 1) g.sync();
+}
+
+/// The leader's `value`, returned to every thread of g. T is trivially copyable, at most 8 bytes.
+template <group G, class T>
+GPUCOMM_DEVICE GPUCOMM_FORCEINLINE T broadcast_from_leader(G const& g, T value) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8);
+  if constexpr (group_static_size_v<G> == 1) {
+    return value;
+  } else if constexpr (std::is_same_v<std::remove_cvref_t<G>, cooperative_groups::thread_block>) {
+    // One slot per instantiation per CTA. Only whole-CTA groups come here, and a CTA is one group,
+    // so no two groups share the slot. The second sync keeps a later broadcast from overwriting the
+    // slot before every thread has read it.
+    __shared__ T slot;
+    if (is_leader(g)) slot = value;
+    g.sync();
+    T const result = slot;
+    g.sync();
+    return result;
+  } else {
+    static_assert(broadcasting_group<G>,
+                  "gpucomm: this operation returns a value to every thread of the group, so the "
+                  "group type needs a shfl(value, src_rank) member (cooperative_groups tiles and "
+                  "coalesced_group have one)");
+    return g.shfl(value, 0u);
+  }
+}
+
+#endif  // __CUDACC__
+
+}  // namespace gpucomm

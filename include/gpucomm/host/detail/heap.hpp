@@ -1,0 +1,376 @@
+#pragma once
+// The symmetric heap on CUDA virtual memory management.
+//
+// Layout: one virtual range of npes * stride bytes is reserved in every process, and PE i's
+// physical memory is mapped at base + i * stride + offset in every address space that can reach
+// it. A symmetric object therefore sits at the same offset in every PE's slot, and PE j's copy of
+// the local address p is p + (j - i) * stride: translation is arithmetic, with no table on the
+// device.
+//
+// Single-process worlds map every PE's memory once, in the one address space, and grant each
+// device access to the PEs it can reach. One-process-per-GPU worlds export each allocation as a
+// POSIX file descriptor, pass it to the other processes on the host (fd_exchange.hpp), and each
+// process imports and maps its peers' memory into its own reservation.
+//
+// Every allocation and free is collective: every PE makes the same calls in the same order, so the
+// offset allocators agree; each call checks that agreement and throws on every PE together.
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "../../error.hpp"
+#include "../bootstrap.hpp"
+#include "control_block.hpp"
+#include "driver.hpp"
+#include "fd_exchange.hpp"
+#include "offset_allocator.hpp"
+
+namespace gpucomm::detail {
+
+/// A PE this process owns.
+struct local_pe {
+  int pe;
+  int device;
+};
+
+/// Where the heap lives, as the device code needs it.
+struct heap_layout {
+  char* base = nullptr;     // PE 0's slot in this process's address space
+  std::size_t stride = 0;   // bytes between consecutive PEs' slots
+  std::size_t control_bytes = 0;  // gpucomm's control block at offset 0 of each slot
+};
+
+class symmetric_heap {
+ public:
+  /// `allow(i, j)`: whether PE i may map PE j's memory for load/store (when the hardware can).
+  symmetric_heap(any_bootstrap& boot, std::vector<local_pe> locals, int npes, std::size_t heap_bytes,
+                 std::function<bool(int, int)> const& allow, std::vector<std::uint64_t> const& host_of_pe)
+      : boot_(&boot), locals_(std::move(locals)), npes_(npes), multi_process_(boot.size() > 1),
+        reach_(static_cast<std::size_t>(npes) * npes, 0) {
+    int const me = locals_.front().pe;
+    // Granularity: the largest any local device recommends, agreed across processes.
+    std::size_t gran = 0;
+    for (auto const& l : locals_) {
+      CUmemAllocationProp const prop = properties(l.device);
+      std::size_t g = 0;
+      GPUCOMM_CU_CHECK(driver().cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), l.pe);
+      gran = std::max(gran, g);
+    }
+    for (auto g : boot.allgather_value(gran)) gran = std::max(gran, g);
+    granularity_ = gran;
+    layout_.control_bytes = round_up(control_block_layout::bytes(npes), gran);
+    layout_.stride = round_up(heap_bytes + layout_.control_bytes, gran);
+    allocator_ = offset_allocator(0, layout_.stride, gran);
+
+    CUdeviceptr base = 0;
+    GPUCOMM_CU_CHECK(driver().cuMemAddressReserve(&base, layout_.stride * static_cast<std::size_t>(npes), gran, 0, 0), me);
+    layout_.base = reinterpret_cast<char*>(base);
+
+    // Which PE may load and store which. Single process: what the devices report. One process per
+    // GPU: peers on the same host that the filter allows, confirmed by mapping the control block.
+    for (int i = 0; i < npes; ++i) reach(i, i) = 1;
+    if (!multi_process_) {
+      for (auto const& a : locals_) {
+        for (auto const& b : locals_) {
+          if (a.pe == b.pe || !allow(a.pe, b.pe)) continue;
+          int can = 0;
+          GPUCOMM_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a.device, b.device), a.pe);
+          reach(a.pe, b.pe) = static_cast<char>(can != 0);
+        }
+      }
+    } else {
+      std::uint64_t session = 0;
+      if (boot.rank() == 0) session = make_session_id();
+      session = boot.allgather_value(session)[0];
+      sockets_ = fd_exchange(session, me);
+      boot.barrier();  // every socket is bound before anyone sends
+      // Tentative for every pair, from inputs every PE shares, so a sender and its receiver agree on
+      // who passes a descriptor to whom; mapping the control block confirms or clears row `me`.
+      for (int i = 0; i < npes; ++i) {
+        for (int j = 0; j < npes; ++j) {
+          if (i != j && host_of_pe[i] == host_of_pe[j] && allow(i, j)) reach(i, j) = 1;
+        }
+      }
+      reach_rows_known_ = false;
+    }
+    // The control block: the first allocation, zeroed, at offset 0 of every slot.
+    std::size_t const control = allocate(layout_.control_bytes, "world (control block)");
+    (void)control;
+    if (multi_process_) {
+      // Share the confirmed rows: reach(i, j) for every i.
+      std::vector<char> row(reach_.begin() + me * npes, reach_.begin() + (me + 1) * npes);
+      std::vector<char> all(reach_.size());
+      boot.allgather(row.data(), all.data(), row.size());
+      reach_ = std::move(all);
+      reach_rows_known_ = true;
+    }
+    for (auto const& l : locals_) {
+      GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
+      GPUCOMM_CU_CHECK(driver().cuMemsetD8(reinterpret_cast<CUdeviceptr>(slot(l.pe)), 0, layout_.control_bytes), l.pe);
+      GPUCOMM_CUDA_CHECK(cudaDeviceSynchronize(), l.pe);
+    }
+    boot.barrier();
+  }
+
+  symmetric_heap(symmetric_heap const&) = delete;
+  symmetric_heap& operator=(symmetric_heap const&) = delete;
+
+  ~symmetric_heap() {
+    for (auto const& l : locals_) {
+      cudaSetDevice(l.device);
+      cudaDeviceSynchronize();
+    }
+    for (auto& a : allocations_) release(a);
+    if (layout_.base) {
+      driver().cuMemAddressFree(reinterpret_cast<CUdeviceptr>(layout_.base), layout_.stride * static_cast<std::size_t>(npes_));
+    }
+  }
+
+  heap_layout const& layout() const { return layout_; }
+  std::size_t granularity() const { return granularity_; }
+  /// PE `pe`'s slot in this process's address space.
+  char* slot(int pe) const { return layout_.base + static_cast<std::size_t>(pe) * layout_.stride; }
+  /// Whether PE `from` can load and store PE `to`'s heap.
+  bool can_load_store(int from, int to) const { return reach_[static_cast<std::size_t>(from) * npes_ + to] != 0; }
+  std::size_t bytes_in_use() const { return allocator_.bytes_in_use() - layout_.control_bytes; }
+  std::size_t capacity() const { return allocator_.capacity() - layout_.control_bytes; }
+
+  /// Collective: a new symmetric block of at least `bytes`; returns its offset.
+  std::size_t allocate(std::size_t bytes, char const* call) {
+    int const me = locals_.front().pe;
+    if (multi_process_) {
+      agree(*boot_, bytes, call, "the requested size",
+            "every PE must allocate the same size, in the same order");
+    }
+    auto const offset = allocator_.allocate(bytes);
+    if (!offset) {
+      throw error(call, me,
+                  "symmetric heap exhausted: asked for " + std::to_string(bytes) + " bytes, the largest free block is " +
+                      std::to_string(allocator_.largest_free()) + " of " + std::to_string(capacity()) + " bytes",
+                  "free symmetric memory first, or give world_options::heap_bytes (or GPUCOMM_HEAP_BYTES) a larger value");
+    }
+    allocation a{*offset, allocator_.size_of(*offset), {}};
+    try {
+      map_block(a, call);
+    } catch (...) {
+      release(a);
+      allocator_.cancel(*offset);
+      throw;
+    }
+    allocations_.push_back(std::move(a));
+    return *offset;
+  }
+
+  /// Collective: free the block at `offset` (as found by offset_of). Checks on every PE first and
+  /// throws on every PE if any PE's call is wrong; nothing is changed then.
+  void deallocate(std::size_t offset, char const* call) {
+    std::string problem;
+    if (offset < layout_.control_bytes) {
+      problem = "the pointer is gpucomm's own control block, not a user allocation";
+    } else {
+      switch (allocator_.size_of(offset) ? offset_allocator::free_result::ok : probe(offset)) {
+        case offset_allocator::free_result::ok: break;
+        case offset_allocator::free_result::double_free:
+          problem = "double free: the block at heap offset " + std::to_string(offset) + " was already freed";
+          break;
+        case offset_allocator::free_result::not_allocated:
+          problem = "the pointer is inside the symmetric heap but is not the start of a live allocation (heap offset " +
+                    std::to_string(offset) + ")";
+          break;
+      }
+    }
+    if (multi_process_) {
+      all_ok_or_throw(*boot_, problem.empty(), problem, call);
+      agree(*boot_, offset, call, "the freed block's heap offset", "every PE must free the same blocks in the same order");
+    } else if (!problem.empty()) {
+      throw error(call, locals_.front().pe, problem, "free each allocation exactly once, through the pointer allocate returned");
+    }
+    for (auto const& l : locals_) {
+      // Kernels still running may use the block: wait for them, as cudaFree does.
+      GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
+      GPUCOMM_CUDA_CHECK(cudaDeviceSynchronize(), l.pe);
+    }
+    auto it = std::find_if(allocations_.begin(), allocations_.end(), [&](allocation const& a) { return a.offset == offset; });
+    release(*it);
+    allocations_.erase(it);
+    allocator_.deallocate(offset);
+  }
+
+  /// The heap offset of `p`, an address in local PE `pe`'s slot; throws if `p` is not in it.
+  std::size_t offset_of(void const* p, int pe, char const* call) const {
+    auto const addr = reinterpret_cast<std::uintptr_t>(p);
+    auto const begin = reinterpret_cast<std::uintptr_t>(slot(pe));
+    if (addr < begin || addr >= begin + layout_.stride) {
+      throw error(call, pe, "the pointer is not in this PE's part of this world's symmetric heap",
+                  "pass a pointer that this world's allocate returned for this PE");
+    }
+    return addr - begin;
+  }
+
+ private:
+  struct mapping {
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle handle;
+  };
+  struct allocation {
+    std::size_t offset;
+    std::size_t size;
+    std::vector<mapping> mappings;
+  };
+
+  char& reach(int i, int j) { return reach_[static_cast<std::size_t>(i) * npes_ + j]; }
+
+  static std::size_t round_up(std::size_t x, std::size_t g) { return (x + g - 1) / g * g; }
+
+  static std::uint64_t make_session_id() {
+    std::uint64_t const t = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    return t ^ (static_cast<std::uint64_t>(::getpid()) << 40) ^ reinterpret_cast<std::uintptr_t>(&t);
+  }
+
+  offset_allocator::free_result probe(std::size_t offset) const {
+    // deallocate() on a copy tells double free from never allocated without touching our state.
+    offset_allocator copy = allocator_;
+    return copy.deallocate(offset);
+  }
+
+  CUmemAllocationProp properties(int device) const {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    int rdma = 0;
+    if (driver().cuDeviceGetAttribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, device) == CUDA_SUCCESS &&
+        rdma) {
+      prop.allocFlags.gpuDirectRDMACapable = 1;  // so a NIC can register the heap later
+    }
+    return prop;
+  }
+
+  static CUmemAccessDesc access_for(int device) {
+    CUmemAccessDesc d{};
+    d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    d.location.id = device;
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return d;
+  }
+
+  void map_one(allocation& a, int pe, CUmemGenericAllocationHandle h) {
+    CUdeviceptr const va = reinterpret_cast<CUdeviceptr>(slot(pe) + a.offset);
+    CUresult const rc = driver().cuMemMap(va, a.size, 0, h, 0);
+    if (rc != CUDA_SUCCESS) {
+      driver().cuMemRelease(h);
+      GPUCOMM_CU_CHECK(rc, pe);
+    }
+    a.mappings.push_back({va, h});
+  }
+
+  void map_block(allocation& a, char const* call) {
+    if (!multi_process_) {
+      for (auto const& l : locals_) {
+        GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
+        CUmemAllocationProp const prop = properties(l.device);
+        CUmemGenericAllocationHandle h{};
+        GPUCOMM_CU_CHECK(driver().cuMemCreate(&h, a.size, &prop, 0), l.pe);
+        map_one(a, l.pe, h);
+        std::vector<CUmemAccessDesc> access;
+        for (auto const& reader : locals_) {
+          if (can_load_store(reader.pe, l.pe)) access.push_back(access_for(reader.device));
+        }
+        GPUCOMM_CU_CHECK(driver().cuMemSetAccess(a.mappings.back().va, a.size, access.data(), access.size()), l.pe);
+      }
+      return;
+    }
+    // One process per GPU. Step 1: create and export; every PE learns whether every PE succeeded.
+    local_pe const& l = locals_.front();
+    int const me = l.pe;
+    std::string problem;
+    int fd = -1;
+    try {
+      GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), me);
+      CUmemAllocationProp const prop = properties(l.device);
+      CUmemGenericAllocationHandle h{};
+      GPUCOMM_CU_CHECK(driver().cuMemCreate(&h, a.size, &prop, 0), me);
+      map_one(a, me, h);
+      GPUCOMM_CU_CHECK(driver().cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), me);
+      CUmemAccessDesc const access = access_for(l.device);
+      GPUCOMM_CU_CHECK(driver().cuMemSetAccess(a.mappings.back().va, a.size, &access, 1), me);
+    } catch (error const& e) {
+      problem = e.what();
+    }
+    all_ok_or_throw(*boot_, problem.empty(), problem, call);
+    // Step 2: pass descriptors to the peers that map us; import and map theirs.
+    std::uint64_t const tag = ++sequence_;
+    for (int j = 0; j < npes_; ++j) {
+      if (j != me && wants(j, me)) sockets_.send(j, fd, tag);
+    }
+    ::close(fd);
+    for (int j = 0; j < npes_; ++j) {
+      if (j == me || !wants(me, j)) continue;
+      int const peer_fd = sockets_.receive(j, tag);
+      CUmemGenericAllocationHandle h{};
+      CUresult rc = driver().cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<std::uintptr_t>(peer_fd)),
+                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      ::close(peer_fd);
+      CUdeviceptr const va = reinterpret_cast<CUdeviceptr>(slot(j) + a.offset);
+      if (rc == CUDA_SUCCESS) {
+        rc = driver().cuMemMap(va, a.size, 0, h, 0);
+        if (rc != CUDA_SUCCESS) driver().cuMemRelease(h);
+      }
+      if (rc == CUDA_SUCCESS) {
+        CUmemAccessDesc const access = access_for(l.device);
+        rc = driver().cuMemSetAccess(va, a.size, &access, 1);
+        if (rc != CUDA_SUCCESS) {
+          driver().cuMemUnmap(va, a.size);
+          driver().cuMemRelease(h);
+        }
+      }
+      if (rc == CUDA_SUCCESS) {
+        a.mappings.push_back({va, h});
+      } else if (!reach_rows_known_) {
+        reach(me, j) = 0;  // probing: this peer is not reachable by load/store from here
+      } else if (problem.empty()) {
+        char const* name = nullptr;
+        driver().cuGetErrorName(rc, &name);
+        problem = std::string("mapping PE ") + std::to_string(j) + "'s memory failed: " + (name ? name : "?");
+      }
+    }
+    all_ok_or_throw(*boot_, problem.empty(), problem, call);
+  }
+
+  /// Whether PE `i` maps PE `j`'s memory (while probing: whether it will try).
+  bool wants(int i, int j) const { return can_load_store(i, j); }
+
+  void release(allocation& a) {
+    for (auto it = a.mappings.rbegin(); it != a.mappings.rend(); ++it) {
+      driver().cuMemUnmap(it->va, a.size);
+      driver().cuMemRelease(it->handle);
+    }
+    a.mappings.clear();
+  }
+
+  private:
+  any_bootstrap* boot_;
+  std::vector<local_pe> locals_;
+  int npes_;
+  bool multi_process_;
+  std::vector<char> reach_;
+  bool reach_rows_known_ = true;
+  std::size_t granularity_ = 0;
+  heap_layout layout_{};
+  offset_allocator allocator_{0, 0, 1};
+  fd_exchange sockets_;
+  std::uint64_t sequence_ = 0;
+  std::vector<allocation> allocations_;
+};
+
+}  // namespace gpucomm::detail

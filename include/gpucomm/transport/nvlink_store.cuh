@@ -1,0 +1,219 @@
+#pragma once
+// NVLinkStore: peers' memory mapped into this GPU's address space (NVLink, or PCIe P2P), moved by
+// the calling group's own loads and stores.
+//
+// Every op of comm<NVLinkStore> is implemented. How each meets comm.cuh's ordering contract:
+//   put / get       the group copies with the widest vectors the addresses allow (detail/copy.cuh);
+//                   the blocking forms end with the group's sync, so `src` (put) may be reused and
+//                   `dst` (get) read by every thread of the group.
+//   put_signal,     the group's stores, the group's sync (CTA-scope ordering of all the group's
+//   signal          stores before the leader's next operation), then the leader's release store or
+//                   release fetch_add at system scope on the peer's signal word. Release
+//                   cumulativity makes every store ordered before it visible to a thread that
+//                   acquires the signal.
+//   wait_until      acquire loads at system scope until the comparison holds.
+//   atomics         cuda::atomic_ref<T, thread_scope_system> on the peer's word, relaxed (NVLink
+//                   carries atomics natively; they are atomic with every other NVLink or local GPU
+//                   atomic on that word).
+//   fence, quiet    the group's sync, then a fence.acq_rel at system scope in every thread: every
+//                   store the group issued before is ordered before any store any of its threads
+//                   issues after (fence), and is visible to whoever synchronises with this PE later
+//                   (quiet). The same instruction serves both, since stores are all NVLinkStore
+//                   has to complete.
+//   barrier         quiet, then each PE writes its barrier epoch into a flag word at every PE
+//                   (release, system scope; the group's threads share the peers) and waits for
+//                   every PE's flag to reach the epoch (acquire). Epochs only grow, so no flag is
+//                   ever reset and back-to-back barriers cannot be confused.
+// Atomicity domain: NVLink/GPU atomics. They do not mix with NIC atomics on the same word.
+
+#include <cuda/atomic>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "../comm.cuh"
+#include "../detail/copy.cuh"
+#include "../detail/spin.cuh"
+#include "../error.hpp"
+#include "../group.cuh"
+#include "../host/world.hpp"
+#include "../ops.hpp"
+#include "../sym_ptr.hpp"
+#include "transport.hpp"
+
+namespace gpucomm {
+
+struct NVLinkStore {
+  static constexpr char const* name = "NVLinkStore";
+  static constexpr capabilities caps{.put = true,
+                                     .get = true,
+                                     .put_signal = true,
+                                     .signal = true,
+                                     .atomics = true,
+                                     .float_add = true,
+                                     .fence = true,
+                                     .quiet = true,
+                                     .barrier = true,
+                                     .load_store = true};
+
+  /// What the device needs: where the heap is, and this PE's barrier words.
+  struct device_state {
+    std::size_t stride = 0;                    // bytes between PEs' heap slots
+    std::uint64_t* barrier_epoch = nullptr;    // local
+    std::uint64_t* barrier_flags = nullptr;    // local; flags[i] written by PE i
+  };
+
+  /// Host half: refuses a world in which some PE cannot load and store some other PE's heap.
+  class host_state {
+   public:
+    explicit host_state(world& w) : world_(&w) {
+      for (int from : w.local_pes()) {
+        for (int to = 0; to < w.npes(); ++to) {
+          if (!w.can_load_store(from, to)) {
+            throw error("world::comm<NVLinkStore>", from,
+                        "PE " + std::to_string(to) + " cannot be reached by load/store from PE " + std::to_string(from) +
+                            " (no NVLink or PCIe peer access between their GPUs, another host, or excluded by "
+                            "world_options::load_store_filter)",
+                        "use a transport that reaches every PE (IBGDAPost, ProxyQueue or a route<>), or run "
+                        "on GPUs with peer access");
+          }
+        }
+      }
+    }
+    device_state device_state_for(int pe) const {
+      auto const control = world_->control_block(pe);
+      return {world_->heap_layout().stride, control.barrier_epoch, control.barrier_flags};
+    }
+
+   private:
+    world* world_;
+  };
+
+#if defined(__CUDACC__)
+  template <class T>
+  __device__ static T* remote(comm<NVLinkStore> const& c, sym_ptr<T> p, int pe) {
+    check_pe(c, pe);
+    auto const distance = static_cast<std::ptrdiff_t>(pe - c.my_pe()) * static_cast<std::ptrdiff_t>(c.state().stride);
+    // The heap maps PE j's slot `distance` bytes from ours in this address space (host/detail/heap.hpp).
+    return reinterpret_cast<T*>(reinterpret_cast<char*>(const_cast<std::remove_const_t<T>*>(p.get())) + distance);
+  }
+
+  template <group G, class T>
+  __device__ static void put(comm<NVLinkStore> const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
+                             int pe, bool blocking) {
+    detail::group_copy(g, remote(c, dst, pe), src, n * sizeof(T));
+    if (blocking) group_sync(g);
+  }
+
+  template <group G, class T>
+  __device__ static void get(comm<NVLinkStore> const& c, G const& g, T* dst, sym_ptr<T const> src, std::size_t n,
+                             int pe, bool blocking) {
+    detail::group_copy(g, dst, remote(c, src, pe), n * sizeof(T));
+    if (blocking) group_sync(g);
+  }
+
+  template <group G, class T>
+  __device__ static void put_signal(comm<NVLinkStore> const& c, G const& g, sym_ptr<T> dst, T const* src,
+                                    std::size_t n, sym_ptr<signal_t> sig, signal_t value, signal_op op, int pe,
+                                    bool /*blocking: the sync below already frees src*/) {
+    detail::group_copy(g, remote(c, dst, pe), src, n * sizeof(T));
+    signal(c, g, sig, value, op, pe);
+  }
+
+  template <group G>
+  __device__ static void signal(comm<NVLinkStore> const& c, G const& g, sym_ptr<signal_t> sig, signal_t value,
+                                signal_op op, int pe) {
+    // The sync orders every thread's earlier stores before the leader's release (CTA scope), and
+    // the release at system scope carries them to the peer ahead of the signal.
+    group_sync(g);
+    if (is_leader(g)) {
+      cuda::atomic_ref<signal_t, cuda::thread_scope_system> word(*remote(c, sig, pe));
+      if (op == signal_op::set) word.store(value, cuda::memory_order_release);
+      else word.fetch_add(value, cuda::memory_order_release);
+    }
+  }
+
+  __device__ static signal_t wait_until(comm<NVLinkStore> const&, sym_ptr<signal_t> sig, cmp c, signal_t value) {
+    cuda::atomic_ref<signal_t, cuda::thread_scope_system> word(*sig.get());
+    signal_t seen = 0;
+    // Acquire: what the signaller released before its update is visible once the update is seen.
+    detail::spin_until([&] { return compare(c, seen = word.load(cuda::memory_order_acquire), value); }, "wait_until");
+    return seen;
+  }
+
+  template <atomic_op Op, class T>
+  __device__ static T atomic(comm<NVLinkStore> const& c, sym_ptr<T> target, T value, T compare, int pe) {
+    cuda::atomic_ref<T, cuda::thread_scope_system> word(*remote(c, target, pe));
+    constexpr auto relaxed = cuda::memory_order_relaxed;
+    if constexpr (Op == atomic_op::fetch_add || Op == atomic_op::add) return word.fetch_add(value, relaxed);
+    else if constexpr (Op == atomic_op::fetch_and) return word.fetch_and(value, relaxed);
+    else if constexpr (Op == atomic_op::fetch_or) return word.fetch_or(value, relaxed);
+    else if constexpr (Op == atomic_op::fetch_xor) return word.fetch_xor(value, relaxed);
+    else if constexpr (Op == atomic_op::swap) return word.exchange(value, relaxed);
+    else if constexpr (Op == atomic_op::compare_swap) {
+      word.compare_exchange_strong(compare, value, relaxed, relaxed);
+      return compare;  // the old value, whether or not it matched
+    } else if constexpr (Op == atomic_op::fetch) return word.load(relaxed);
+    else {
+      static_assert(Op == atomic_op::set);
+      word.store(value, relaxed);
+      return T{};
+    }
+  }
+
+  template <group G>
+  __device__ static void quiet(comm<NVLinkStore> const&, G const& g) {
+    // After the sync every store of the group happens-before this fence in each thread, so the
+    // fence (system scope) orders all of them before any later store by any thread of the group.
+    group_sync(g);
+    cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_system);
+  }
+
+  template <group G>
+  __device__ static void fence(comm<NVLinkStore> const& c, G const& g) {
+    quiet(c, g);
+  }
+
+  template <group G>
+  __device__ static void barrier(comm<NVLinkStore> const& c, G const& g) {
+    device_state const& s = c.state();
+    // Every thread reads the epoch before the sync in quiet(); the leader writes it after, so the
+    // read and the write never race (and the next barrier's read comes after this one's sync).
+    std::uint64_t const epoch = *s.barrier_epoch + 1;
+    quiet(c, g);
+    if (is_leader(g)) *s.barrier_epoch = epoch;
+    unsigned const rank = group_rank(g);
+    unsigned const size = group_size(g);
+    for (int pe = static_cast<int>(rank); pe < c.npes(); pe += static_cast<int>(size)) {
+      // Release: this PE's writes before the barrier (ordered before this thread by quiet) reach
+      // PE `pe` before it can see the epoch.
+      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*remote(c, sym_ptr<std::uint64_t>(s.barrier_flags + c.my_pe()), pe))
+          .store(epoch, cuda::memory_order_release);
+    }
+    for (int pe = static_cast<int>(rank); pe < c.npes(); pe += static_cast<int>(size)) {
+      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> flag(s.barrier_flags[pe]);
+      // Acquire: PE `pe`'s writes before its barrier are visible to this thread, then to the group
+      // through the sync below.
+      detail::spin_until([&] { return flag.load(cuda::memory_order_acquire) >= epoch; }, "barrier");
+    }
+    group_sync(g);
+  }
+
+ private:
+  __device__ static void check_pe(comm<NVLinkStore> const& c, int pe) {
+#if GPUCOMM_DEBUG
+    if (pe < 0 || pe >= c.npes()) {
+      printf("gpucomm: PE %d out of range [0, %d) (block %d thread %d); trapping\n", pe, c.npes(), blockIdx.x, threadIdx.x);
+      __trap();
+    }
+#else
+    (void)c;
+    (void)pe;
+#endif
+  }
+#endif  // __CUDACC__
+};
+
+}  // namespace gpucomm

@@ -1,0 +1,8 @@
+// expect: gpucomm: remote() needs a transport whose peers are reachable by load and store
+#include "put_only_transport.cuh"
+__global__ void k(gpucomm::comm<PutOnly> c, gpucomm::sym_ptr<int> p, int* local) {
+  c.put(gpucomm::this_thread(), p, local, 1, 0);
+#if GPUCOMM_MISUSE
+  *c.remote(p, 1) = 1;
+#endif
+}

@@ -1,0 +1,82 @@
+#pragma once
+// Shared helpers of the GPU tests: the process's test world (in either process mode), per-PE
+// launches, CUDA checks, and deterministic data every process can recompute for any PE.
+#include <gpucomm/gpucomm.cuh>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#if GPUCOMM_TEST_HAVE_MPI
+#include <gpucomm/host/mpi_bootstrap.hpp>
+#endif
+
+namespace gpucomm::test {
+
+inline bool under_mpi() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+inline std::unique_ptr<gpucomm::world>& world_slot() {
+  static std::unique_ptr<gpucomm::world> w;
+  return w;
+}
+
+/// Options of the shared test world: 1 GiB of heap per PE.
+inline gpucomm::world_options test_world_options() {
+  gpucomm::world_options o;
+  o.heap_bytes = std::size_t{1} << 30;
+  return o;
+}
+
+/// Build a world in this process's mode: under MPI one PE per rank on GPU local_rank, otherwise
+/// one PE per visible GPU.
+inline std::unique_ptr<gpucomm::world> make_world(gpucomm::world_options options = test_world_options()) {
+#if GPUCOMM_TEST_HAVE_MPI
+  if (under_mpi()) {
+    char const* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    return std::make_unique<gpucomm::world>(gpucomm::mpi_bootstrap(MPI_COMM_WORLD), local ? std::atoi(local) : 0,
+                                            std::move(options));
+  }
+#endif
+  return std::make_unique<gpucomm::world>(std::vector<int>{}, std::move(options));
+}
+
+/// The world shared by the tests of this process (built on first use).
+inline gpucomm::world& the_world() {
+  auto& w = world_slot();
+  if (!w) w = make_world();
+  return *w;
+}
+inline void release_world() { world_slot().reset(); }
+
+#define GPUCOMM_TEST_CUDA(expr) REQUIRE((expr) == cudaSuccess)
+
+/// Run f(pe) for every PE this process owns, with that PE's GPU current.
+template <class F>
+void for_each_local_pe(gpucomm::world& w, F&& f) {
+  for (int pe : w.local_pes()) {
+    GPUCOMM_TEST_CUDA(cudaSetDevice(w.device(pe)));
+    f(pe);
+  }
+}
+
+/// After launching on every local PE: check the launches, wait for all PEs' streams.
+inline void finish(gpucomm::world& w) {
+  for_each_local_pe(w, [&](int) { GPUCOMM_TEST_CUDA(cudaGetLastError()); });
+  w.synchronize();
+}
+
+/// Deterministic 64-bit hash: the data PE `pe` writes at index i in test `salt`. Any process can
+/// recompute what any PE wrote, so results are checked against an independent host reference.
+inline __host__ __device__ std::uint64_t mix(std::uint64_t salt, std::uint64_t pe, std::uint64_t i) {
+  std::uint64_t x = salt * 0x9E3779B97F4A7C15ull ^ (pe + 1) * 0xC2B2AE3D27D4EB4Full ^ (i + 1) * 0x165667B19E3779F9ull;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return x;
+}
+
+}  // namespace gpucomm::test

@@ -1,0 +1,40 @@
+// Runner for the GPU tests. Launched plainly, one process owns every visible GPU (one PE each);
+// launched under mpirun (OMPI_COMM_WORLD_SIZE set), each rank is one PE on GPU
+// OMPI_COMM_WORLD_LOCAL_RANK. The same test cases run in both modes. Under MPI the exit code is
+// the worst rank's.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include "harness.cuh"
+
+#if GPUCOMM_TEST_HAVE_MPI
+#include <mpi.h>
+#endif
+
+int main(int argc, char** argv) {
+  bool const mpi = gpucomm::test::under_mpi();
+#if GPUCOMM_TEST_HAVE_MPI
+  if (mpi) MPI_Init(&argc, &argv);
+#else
+  if (mpi) {
+    std::fprintf(stderr, "gpucomm_gpu_tests was built without MPI and cannot run under mpirun\n");
+    return 2;
+  }
+#endif
+  int rc = 0;
+  {
+    Catch::Session session;
+    rc = session.applyCommandLine(argc, argv);
+    if (rc == 0) rc = session.run();
+    gpucomm::test::release_world();  // before MPI_Finalize
+  }
+#if GPUCOMM_TEST_HAVE_MPI
+  if (mpi) {
+    int worst = 0;
+    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Finalize();
+    rc = worst;
+  }
+#endif
+  return rc;
+}
