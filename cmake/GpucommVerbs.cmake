@@ -1,17 +1,5 @@
-# verbs_gpu: rdma-core for the host setup (gpucomm::verbs), and the CCCL include folder that
-# verbs_gpu's __host__ __device__ headers need when a host compiler (g++) includes them.
+# verbs_gpu: rdma-core for the host setup (gpucomm::verbs).
 # include()d by the top-level CMakeLists.txt after target gpucomm exists.
-
-# CUDA 13 ships libcu++ (<cuda/atomic>, <nv/target>) under include/cccl; nvcc adds that folder on
-# its own, g++ does not. verbs_gpu's headers are compiled by both (host tests, NIC model).
-# (This belongs with the gpucomm target in the top-level file; kept here until it moves.)
-if(TARGET gpucomm AND CUDAToolkit_INCLUDE_DIRS)
-  foreach(_gpucomm_inc IN LISTS CUDAToolkit_INCLUDE_DIRS)
-    if(EXISTS "${_gpucomm_inc}/cccl/cuda/atomic")
-      target_include_directories(gpucomm SYSTEM INTERFACE "$<BUILD_INTERFACE:${_gpucomm_inc}/cccl>")
-    endif()
-  endforeach()
-endif()
 
 find_path(GPUCOMM_MLX5DV_INCLUDE_DIR NAMES infiniband/mlx5dv.h)
 find_library(GPUCOMM_IBVERBS_LIBRARY NAMES ibverbs)

@@ -36,7 +36,10 @@
 //                     gpucomm atomic of the same transport on that word. Order them against puts
 //                     with fence or quiet.
 //   fence             puts, signals and atomics the group issued to each PE before the fence are
-//                     delivered before those it issues after it.
+//                     delivered before those it issues after it. To publish data with a flag
+//                     after a fence, write the flag with `signal` or the atomic `set`: a flag
+//                     written by `put` is ordered on the wire, but a reader that polls it races
+//                     with the write in the CUDA memory model.
 //   quiet             everything the group issued before (puts, put_nbi, get_nbi, signals,
 //                     atomics) is complete: delivered and visible to any thread that synchronises
 //                     with this PE afterwards.
@@ -106,7 +109,7 @@ class comm {
 
   /// Copy n elements from `src` at PE `pe` to local `dst`. Returns when `dst` holds them.
   template <class G, class T>
-  __device__ void get(G const& g, T* dst, sym_ptr<T const> src, std::size_t n, int pe) const {
+  __device__ void get(G const& g, T* dst, std::type_identity_t<sym_ptr<T const>> src, std::size_t n, int pe) const {
     require_group<G>();
     static_assert(Transport::caps.get, "gpucomm: this transport has no get (capabilities::get is false)");
     if constexpr (Transport::caps.get) Transport::get(*this, g, dst, src, n, pe, /*blocking=*/true);
@@ -114,7 +117,8 @@ class comm {
 
   /// As get, but returns at once; `dst` holds the data after `quiet`.
   template <class G, class T>
-  __device__ void get_nbi(G const& g, T* dst, sym_ptr<T const> src, std::size_t n, int pe) const {
+  __device__ void get_nbi(G const& g, T* dst, std::type_identity_t<sym_ptr<T const>> src, std::size_t n,
+                          int pe) const {
     require_group<G>();
     static_assert(Transport::caps.get, "gpucomm: this transport has no get_nbi (capabilities::get is false)");
     if constexpr (Transport::caps.get) Transport::get(*this, g, dst, src, n, pe, /*blocking=*/false);
@@ -161,6 +165,9 @@ class comm {
 
   /// Group form: the leader waits, then the group synchronises, so every thread of g sees what
   /// the signaller released. Returns the value that satisfied the comparison to every thread.
+  /// (A user group without shfl cannot pass the leader's value around: there each thread returns
+  /// the word as it reads it after the leader's wait, which is the same value unless the word is
+  /// updated again meanwhile.)
   template <class G>
   __device__ signal_t wait_until(G const& g, sym_ptr<signal_t> sig, cmp c, signal_t value) const {
     require_group<G>();

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -139,10 +140,6 @@ class world {
   ~world() {
     transports_.clear();  // transports' host halves go before the heap they use
     heap_.reset();
-    for (auto& [pe, s] : streams_) {
-      cudaSetDevice(device(pe));
-      cudaStreamDestroy(s);
-    }
   }
 
   /// Number of PEs.
@@ -166,7 +163,7 @@ class world {
       throw error("world::stream", pe, "PE " + std::to_string(pe) + " is not owned by this process",
                   "ask only for the PEs in local_pes()");
     }
-    return it->second;
+    return it->second.get();
   }
   /// Whether PE `from` can load and store PE `to`'s symmetric memory.
   bool can_load_store(int from, int to) const { return heap_->can_load_store(from, to); }
@@ -222,7 +219,7 @@ class world {
   void synchronize() const {
     for (auto const& [pe, s] : streams_) {
       GPUCOMM_CUDA_CHECK(cudaSetDevice(device(pe)), pe);
-      GPUCOMM_CUDA_CHECK(cudaStreamSynchronize(s), pe);
+      GPUCOMM_CUDA_CHECK(cudaStreamSynchronize(s.get()), pe);
     }
   }
   /// synchronize(), then wait until every process has done so.
@@ -277,7 +274,7 @@ class world {
       GPUCOMM_CUDA_CHECK(cudaFree(nullptr), l.pe);  // create the primary context before the driver calls
       cudaStream_t s{};
       GPUCOMM_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), l.pe);
-      streams_[l.pe] = s;
+      streams_.emplace(l.pe, owned_stream(s, l.device));
       local_pe_ids_.push_back(l.pe);
     }
     auto allow = options.load_store_filter ? options.load_store_filter : [](int, int) { return true; };
@@ -294,11 +291,30 @@ class world {
                 "pass a pointer that this world's allocate or alloc returned");
   }
 
+  /// A stream destroyed with the world (also when a constructor throws half way).
+  class owned_stream {
+   public:
+    owned_stream(cudaStream_t s, int device) : s_(s), device_(device) {}
+    owned_stream(owned_stream&& o) noexcept : s_(std::exchange(o.s_, nullptr)), device_(o.device_) {}
+    owned_stream& operator=(owned_stream&&) = delete;
+    ~owned_stream() {
+      if (s_) {
+        cudaSetDevice(device_);
+        cudaStreamDestroy(s_);
+      }
+    }
+    cudaStream_t get() const { return s_; }
+
+   private:
+    cudaStream_t s_;
+    int device_;
+  };
+
   detail::any_bootstrap boot_;
   int npes_ = 0;
   std::vector<detail::local_pe> locals_;
   std::vector<int> local_pe_ids_;
-  std::map<int, cudaStream_t> streams_;
+  std::map<int, owned_stream> streams_;
   std::unique_ptr<detail::symmetric_heap> heap_;
   std::map<std::type_index, std::shared_ptr<void>> transports_;
 };
@@ -317,7 +333,15 @@ class sym_array {
   }
   sym_array(sym_array const&) = delete;
   sym_array& operator=(sym_array const&) = delete;
-  ~sym_array() { reset(); }
+  /// Frees collectively; an error here (a PE freeing out of order) is printed, since a destructor
+  /// cannot throw. Call reset() to get it as an exception instead.
+  ~sym_array() {
+    try {
+      reset();
+    } catch (std::exception const& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+    }
+  }
 
   /// Free now (collective).
   void reset() {

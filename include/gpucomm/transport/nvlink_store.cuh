@@ -65,24 +65,22 @@ struct NVLinkStore {
     std::uint64_t* barrier_flags = nullptr;    // local; flags[i] written by PE i
   };
 
-  /// Host half: refuses a world in which some PE cannot load and store some other PE's heap.
+  /// Host half: hands out device states, refusing any PE that cannot load and store some other
+  /// PE's heap.
   class host_state {
    public:
-    explicit host_state(world& w) : world_(&w) {
-      for (int from : w.local_pes()) {
-        for (int to = 0; to < w.npes(); ++to) {
-          if (!w.can_load_store(from, to)) {
-            throw error("world::comm<NVLinkStore>", from,
-                        "PE " + std::to_string(to) + " cannot be reached by load/store from PE " + std::to_string(from) +
-                            " (no NVLink or PCIe peer access between their GPUs, another host, or excluded by "
-                            "world_options::load_store_filter)",
-                        "use a transport that reaches every PE (IBGDAPost, ProxyQueue or a route<>), or run "
-                        "on GPUs with peer access");
-          }
+    explicit host_state(world& w) : world_(&w) {}
+    device_state device_state_for(int pe) const {
+      for (int to = 0; to < world_->npes(); ++to) {
+        if (!world_->can_load_store(pe, to)) {
+          throw error("world::comm<NVLinkStore>", pe,
+                      "PE " + std::to_string(to) + " cannot be reached by load/store from PE " + std::to_string(pe) +
+                          " (no NVLink or PCIe peer access between their GPUs, another host, or excluded by "
+                          "world_options::load_store_filter)",
+                      "run every PE on GPUs of one host with peer access (NVLink or PCIe P2P), or give the "
+                      "unreachable peers a transport that goes through the network");
         }
       }
-    }
-    device_state device_state_for(int pe) const {
       auto const control = world_->control_block(pe);
       return {world_->heap_layout().stride, control.barrier_epoch, control.barrier_flags};
     }

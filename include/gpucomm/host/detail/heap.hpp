@@ -74,7 +74,32 @@ class symmetric_heap {
     CUdeviceptr base = 0;
     GPUCOMM_CU_CHECK(driver().cuMemAddressReserve(&base, layout_.stride * static_cast<std::size_t>(npes), gran, 0, 0), me);
     layout_.base = reinterpret_cast<char*>(base);
+    try {
+      set_up(allow, host_of_pe);
+    } catch (...) {
+      tear_down();  // the destructor does not run for a constructor that throws
+      throw;
+    }
+  }
 
+  symmetric_heap(symmetric_heap const&) = delete;
+  symmetric_heap& operator=(symmetric_heap const&) = delete;
+  ~symmetric_heap() { tear_down(); }
+
+  heap_layout const& layout() const { return layout_; }
+  std::size_t granularity() const { return granularity_; }
+  /// PE `pe`'s slot in this process's address space.
+  char* slot(int pe) const { return layout_.base + static_cast<std::size_t>(pe) * layout_.stride; }
+  /// Whether PE `from` can load and store PE `to`'s heap.
+  bool can_load_store(int from, int to) const { return reach_[static_cast<std::size_t>(from) * npes_ + to] != 0; }
+  std::size_t bytes_in_use() const { return allocator_.bytes_in_use() - layout_.control_bytes; }
+  std::size_t capacity() const { return allocator_.capacity() - layout_.control_bytes; }
+
+ private:
+  void set_up(std::function<bool(int, int)> const& allow, std::vector<std::uint64_t> const& host_of_pe) {
+    int const me = locals_.front().pe;
+    int const npes = npes_;
+    any_bootstrap& boot = *boot_;
     // Which PE may load and store which. Single process: what the devices report. One process per
     // GPU: peers on the same host that the filter allows, confirmed by mapping the control block.
     for (int i = 0; i < npes; ++i) reach(i, i) = 1;
@@ -103,8 +128,7 @@ class symmetric_heap {
       reach_rows_known_ = false;
     }
     // The control block: the first allocation, zeroed, at offset 0 of every slot.
-    std::size_t const control = allocate(layout_.control_bytes, "world (control block)");
-    (void)control;
+    allocate(layout_.control_bytes, "world (control block)");
     if (multi_process_) {
       // Share the confirmed rows: reach(i, j) for every i.
       std::vector<char> row(reach_.begin() + me * npes, reach_.begin() + (me + 1) * npes);
@@ -121,29 +145,20 @@ class symmetric_heap {
     boot.barrier();
   }
 
-  symmetric_heap(symmetric_heap const&) = delete;
-  symmetric_heap& operator=(symmetric_heap const&) = delete;
-
-  ~symmetric_heap() {
+  void tear_down() noexcept {
     for (auto const& l : locals_) {
       cudaSetDevice(l.device);
       cudaDeviceSynchronize();
     }
     for (auto& a : allocations_) release(a);
+    allocations_.clear();
     if (layout_.base) {
       driver().cuMemAddressFree(reinterpret_cast<CUdeviceptr>(layout_.base), layout_.stride * static_cast<std::size_t>(npes_));
+      layout_.base = nullptr;
     }
   }
 
-  heap_layout const& layout() const { return layout_; }
-  std::size_t granularity() const { return granularity_; }
-  /// PE `pe`'s slot in this process's address space.
-  char* slot(int pe) const { return layout_.base + static_cast<std::size_t>(pe) * layout_.stride; }
-  /// Whether PE `from` can load and store PE `to`'s heap.
-  bool can_load_store(int from, int to) const { return reach_[static_cast<std::size_t>(from) * npes_ + to] != 0; }
-  std::size_t bytes_in_use() const { return allocator_.bytes_in_use() - layout_.control_bytes; }
-  std::size_t capacity() const { return allocator_.capacity() - layout_.control_bytes; }
-
+ public:
   /// Collective: a new symmetric block of at least `bytes`; returns its offset.
   std::size_t allocate(std::size_t bytes, char const* call) {
     int const me = locals_.front().pe;

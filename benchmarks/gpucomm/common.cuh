@@ -1,0 +1,78 @@
+#pragma once
+// What gpucomm's cases share: the calling-group scopes, the world they run in, and the case entry
+// points. Every case is a template on the transport, so another transport is one more
+// instantiation in main.cu (comm<Transport> is the only thing the kernels use).
+
+#include <gpucomm/gpucomm.cuh>
+
+#include <cooperative_groups.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "../harness/device.cuh"
+#include "../harness/device_buffer.hpp"
+#include "../harness/harness.hpp"
+#include "../harness/scope.cuh"
+
+namespace gpucomm_bench {
+
+namespace cg = cooperative_groups;
+
+using bench::all_scopes;
+using bench::group_index;
+using bench::group_threads;
+using bench::name;
+using bench::scope;
+using bench::with_scope;
+
+#if defined(__CUDACC__)
+/// The calling group of scope S, for the calling thread.
+template <scope S>
+__device__ auto make_group() {
+  if constexpr (S == scope::thread) return gpucomm::this_thread();
+  else if constexpr (S == scope::warp) return cg::tiled_partition<32>(cg::this_thread_block());
+  else return cg::this_thread_block();
+}
+
+#endif
+
+/// A single-process world over GPUs 0..npes-1, with a heap big enough for the 1 GiB points.
+inline gpucomm::world make_world(int npes, std::size_t heap_bytes) {
+  int count = 0;
+  BENCH_CUDA(cudaGetDeviceCount(&count));
+  if (count < npes) {
+    throw bench::failure("this case needs " + std::to_string(npes) + " GPUs and " + std::to_string(count) +
+                         " are visible");
+  }
+  std::vector<int> devices;
+  for (int d = 0; d < npes; ++d) devices.push_back(d);
+  gpucomm::world_options o;
+  o.heap_bytes = heap_bytes;
+  return gpucomm::world(devices, o);
+}
+
+/// A row with the fields every gpucomm row shares.
+template <class Transport>
+bench::row base_row(char const* case_name, int npes) {
+  bench::row r;
+  r.case_name = case_name;
+  r.library = "gpucomm";
+  r.transport = Transport::name;
+  r.npes = npes;
+  return r;
+}
+
+// Case entry points (bw.cu, latency.cu, sync.cu).
+template <class Transport> void put_bw(bench::session&);
+template <class Transport> void get_bw(bench::session&);
+template <class Transport> void put_latency(bench::session&);
+template <class Transport> void p_latency(bench::session&);
+template <class Transport> void atomic_latency(bench::session&);
+template <class Transport> void atomic_rate(bench::session&);
+template <class Transport> void put_signal_pingpong(bench::session&);
+template <class Transport> void barrier_latency(bench::session&);
+template <class Transport> void all_reduce(bench::session&);
+
+}  // namespace gpucomm_bench

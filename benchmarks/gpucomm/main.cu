@@ -1,0 +1,25 @@
+// bench_gpucomm: gpucomm's cases on comm<NVLinkStore>, one process over GPUs 0..npes-1.
+//   bench_gpucomm --case put_bw --out rows.jsonl [--quick] [--npes N] [--budget-s S]
+// Point-to-point cases use PEs 0 and 1; barrier and all_reduce use --npes PEs.
+#include "common.cuh"
+
+int main(int argc, char** argv) {
+  using T = gpucomm::NVLinkStore;
+  namespace gb = gpucomm_bench;
+  std::vector<bench::case_entry> const cases{
+      {"put_bw", gb::put_bw<T>},
+      {"get_bw", gb::get_bw<T>},
+      {"put_latency", gb::put_latency<T>},
+      {"p_latency", gb::p_latency<T>},
+      {"atomic_latency", gb::atomic_latency<T>},
+      {"atomic_rate", gb::atomic_rate<T>},
+      {"put_signal_pingpong", gb::put_signal_pingpong<T>},
+      {"barrier", gb::barrier_latency<T>},
+      {"all_reduce", gb::all_reduce<T>},
+  };
+  int count = 0;
+  std::vector<int> devices;
+  if (cudaGetDeviceCount(&count) == cudaSuccess)
+    for (int d = 0; d < count; ++d) devices.push_back(d);
+  return bench::run_main(argc, argv, "gpucomm", cases, {}, /*writer=*/true, devices);
+}

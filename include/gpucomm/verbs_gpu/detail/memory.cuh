@@ -1,0 +1,172 @@
+#pragma once
+// Memory operations of the verbs layer that differ between host and device: 16-byte WQE stores,
+// the doorbell store, fences with a run-time scope, clocks for bounded waits, and a tiny
+// host/device group adaptor. Everything else goes through cuda::atomic_ref, which works on both.
+
+#include <cuda/atomic>
+#include <nv/target>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "../../config.hpp"
+#include "../prm.cuh"
+
+#if !defined(__CUDA_ARCH__)
+#include <chrono>
+#include <thread>
+#endif
+
+#if defined(__CUDACC__)
+#include "../../group.cuh"
+// Group helpers call cooperative_groups members (device-only) from __host__ __device__ templates;
+// nvcc checks that only where the template is instantiated for a device-only group type, and such
+// instantiations are only ever called from device code.
+#define GPUCOMM_VERBS_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
+#else
+#define GPUCOMM_VERBS_EXEC_CHECK_DISABLE
+#endif
+
+namespace gpucomm::verbs_gpu::detail {
+
+/// One 16-byte store of a WQE segment: st.v4.b32 on the device (DOCA and DeepEP do the same), a
+/// memcpy on the host. Weak (non-atomic): a later release fence publishes it.
+GPUCOMM_HD GPUCOMM_FORCEINLINE void store16(void* dst, seg16 const& v) noexcept {
+  NV_IF_ELSE_TARGET(NV_IS_DEVICE,
+                    (*static_cast<uint4*>(dst) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);),
+                    (std::memcpy(dst, &v, sizeof(v));))
+}
+
+/// Reinterprets any 16-byte segment struct as four words.
+template <class Seg>
+GPUCOMM_HD GPUCOMM_FORCEINLINE seg16 as_seg16(Seg const& s) noexcept {
+  static_assert(sizeof(Seg) == 16 && std::is_trivially_copyable_v<Seg>);
+  seg16 r;
+  std::memcpy(&r, &s, 16);
+  return r;
+}
+
+/// Scope of the fences that publish WQEs and doorbell records to the NIC. `gpu` suffices when
+/// the work queue and doorbell record live in GPU memory (what NVSHMEM, DeepEP and DOCA do for a
+/// GPU-resident QP); `system` is needed when they live in host memory (the NIC model, and
+/// CPU-visible rings).
+enum class nic_scope : std::uint32_t { gpu = 0, system = 1 };
+
+/// Release fence at the given scope.
+GPUCOMM_HD GPUCOMM_FORCEINLINE void fence_release(nic_scope s) noexcept {
+  if (s == nic_scope::system) {
+    cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_system);
+  } else {
+    cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+  }
+}
+
+/// The 64-bit doorbell store to the UAR register (or the model's doorbell page). On the device
+/// this is `st.mmio.relaxed.sys.global.b64`, the PTX store meant for memory-mapped I/O (DOCA uses
+/// it; it exists from PTX ISA 8.2, sm_70). The caller issues the release fence before it. On the
+/// host a relaxed system-scope atomic store.
+GPUCOMM_HD GPUCOMM_FORCEINLINE void store_doorbell(std::uint64_t* db, std::uint64_t value) noexcept {
+  NV_IF_ELSE_TARGET(
+      NV_PROVIDES_SM_70,
+      (asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(__cvta_generic_to_global(db)), "l"(value)
+                    : "memory");),
+      (cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*db).store(value, cuda::memory_order_relaxed);))
+}
+
+/// Nanoseconds from a monotonic clock: %globaltimer on the device, steady_clock on the host.
+GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint64_t now_ns() noexcept {
+  NV_IF_ELSE_TARGET(NV_IS_DEVICE,
+                    (std::uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t;),
+                    (return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                           std::chrono::steady_clock::now().time_since_epoch())
+                                                           .count());))
+}
+
+/// Backs off inside a spin loop: nanosleep on the device, a yield on the host (the NIC model runs
+/// on host threads that must get the CPU).
+GPUCOMM_HD GPUCOMM_FORCEINLINE void spin_pause() noexcept {
+  NV_IF_ELSE_TARGET(NV_PROVIDES_SM_70, (__nanosleep(64);), (NV_IF_TARGET(NV_IS_HOST, (std::this_thread::yield();))))
+}
+
+/// A wait's deadline. In debug builds (GPUCOMM_DEBUG) waits give up after `timeout_ns` and report
+/// `status::timeout`; in release builds they never expire.
+struct deadline {
+  std::uint64_t start = 0;
+  std::uint64_t timeout_ns = 0;
+  GPUCOMM_HD GPUCOMM_FORCEINLINE explicit deadline(std::uint64_t timeout) noexcept : timeout_ns(timeout) {
+#if defined(GPUCOMM_DEBUG)
+    start = now_ns();
+#endif
+  }
+  GPUCOMM_HD GPUCOMM_FORCEINLINE bool expired() const noexcept {
+#if defined(GPUCOMM_DEBUG)
+    return timeout_ns != 0 && now_ns() - start > timeout_ns;
+#else
+    return false;
+#endif
+  }
+};
+
+// ---- groups on host and device ------------------------------------------------------------------
+// The posting templates accept any gpucomm::group on the device and, for host tests and host
+// producers, any type with the same members (num_threads, thread_rank, sync, shfl).
+
+template <class G>
+inline constexpr unsigned static_group_size = [] {
+  if constexpr (requires { G::static_size; }) {
+    return static_cast<unsigned>(G::static_size);
+  } else {
+    return 0u;
+  }
+}();
+
+GPUCOMM_VERBS_EXEC_CHECK_DISABLE
+template <class G>
+GPUCOMM_HD GPUCOMM_FORCEINLINE unsigned grp_size(G const& g) {
+#if defined(__CUDACC__)
+  if constexpr (gpucomm::group_static_size_v<G> != 0) return gpucomm::group_static_size_v<G>;
+#endif
+  if constexpr (static_group_size<G> != 0) {
+    return static_group_size<G>;
+  } else {
+    return static_cast<unsigned>(g.num_threads());
+  }
+}
+
+GPUCOMM_VERBS_EXEC_CHECK_DISABLE
+template <class G>
+GPUCOMM_HD GPUCOMM_FORCEINLINE unsigned grp_rank(G const& g) {
+  if constexpr (static_group_size<G> == 1) {
+    return 0;
+  } else {
+    return static_cast<unsigned>(g.thread_rank());
+  }
+}
+
+GPUCOMM_VERBS_EXEC_CHECK_DISABLE
+template <class G>
+GPUCOMM_HD GPUCOMM_FORCEINLINE void grp_sync(G const& g) {
+  if constexpr (static_group_size<G> != 1) g.sync();
+}
+
+/// The leader's (rank 0's) value, returned to every thread of g.
+GPUCOMM_VERBS_EXEC_CHECK_DISABLE
+template <class G, class T>
+GPUCOMM_HD GPUCOMM_FORCEINLINE T grp_broadcast(G const& g, T value) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8);
+  if constexpr (static_group_size<G> == 1) {
+    return value;
+  } else if constexpr (requires { g.shfl(value, 0u); }) {
+    return g.shfl(value, 0u);
+  } else {
+#if defined(__CUDACC__)
+    return gpucomm::broadcast_from_leader(g, value);
+#else
+    static_assert(sizeof(G) == 0, "gpucomm::verbs_gpu: this group type cannot broadcast on the host");
+    return value;
+#endif
+  }
+}
+
+}  // namespace gpucomm::verbs_gpu::detail

@@ -1,0 +1,820 @@
+#pragma once
+// A software mlx5 NIC: a TEST AND DEVELOPMENT TOOL, not a transport.
+//
+// It consumes exactly what GPU (or host) producers write for a real mlx5 RC QP: the send-queue
+// ring of WQEBBs, the doorbell record's SND slot, and an 8-byte doorbell register per QP (here a
+// word of ordinary host memory standing in for the UAR page). For every doorbell it reads the
+// doorbell record, then validates and executes each new WQE as the hardware would:
+//
+//   - ctrl: QPN equals the QP's, wqe index equals the WQE's position (16 bits), DS in 1..16 and
+//     consistent with the opcode and segments; unknown opcodes or opmods are LOCAL_QP_OP_ERR.
+//   - local data segments: lkey registered in the QP's PD, range inside the region, LOCAL_WRITE
+//     where the NIC writes locally (READ, fetched atomics): else LOCAL_PROT_ERR. Atomic result
+//     segments of the wrong size: LOCAL_LENGTH_ERR.
+//   - remote: rkey registered in the peer QP's PD, range inside, REMOTE_WRITE / REMOTE_READ /
+//     REMOTE_ATOMIC access: else REMOTE_ACCESS_ERR; misaligned atomics: REMOTE_INVAL_REQ_ERR.
+//   - SEND / SEND_IMM: the model has no receive queues, so they fail with RNR_RETRY_EXC_ERR, as
+//     on hardware with no receive posted and rnr_retry exhausted. RDMA WRITE with immediate needs
+//     a receive CQ on the peer (the model behaves as if a receive were always posted) and writes
+//     a RESP_WR_IMM CQE there; without one it is RNR_RETRY_EXC_ERR too.
+//
+// It performs RDMA WRITE (gather list or inline), WRITE_IMM, READ (scatter list), NOP and all
+// atomics (8-byte CS/FA, masked CS/FA on 4 and 8 bytes) between registered memory: host memory
+// (accessed directly) and GPU memory of any local GPU (accessed with cudaMemcpyAsync on a
+// non-blocking stream). Atomics run at the responder, serialised by the model; they are atomic
+// with respect to other NIC atomics only (one atomicity domain), and on host memory also with
+// respect to system-scope atomics of CPUs and GPUs.
+//
+// It writes CQEs in the CQ's mode (collapsed: entry 0; owner bit: the next entry, with the owner
+// bit of its pass, waiting for the consumer index in the CQ doorbell record when the CQ is full),
+// the tail word {wqe_counter, signature, op_own} last with one release store. A signaled WQE gets
+// a REQ CQE; a failing WQE gets a REQ_ERR CQE whether signaled or not and moves the QP to the
+// error state, after which every WQE is flushed with a WR_FLUSH_ERR CQE, as hardware does.
+//
+// Fault injection: doorbell handling delayed, completions delayed, doorbells dropped (the WQEs
+// wait for the next doorbell, which covers them because the doorbell record is the source of
+// truth), doorbells duplicated (handled twice; the second finds nothing new).
+//
+// Limits: no packets, no wire timing, no PCIe or MMIO semantics (write-combining, posted-write
+// reordering, relaxed ordering), no receive queues, no SRQ, no retransmission, one atomicity
+// domain per model instance, the responder QP is not moved to error by a remote error.
+
+#include <cuda/atomic>
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../completion_queue.cuh"
+#include "../prm.cuh"
+#include "../send_queue.cuh"
+
+namespace gpucomm::verbs_gpu::model {
+
+/// Access rights of a registered region (the ibv_access_flags the model checks).
+enum access : std::uint32_t {
+  local_write = 1u << 0,
+  remote_write = 1u << 1,
+  remote_read = 1u << 2,
+  remote_atomic = 1u << 3,
+  all_access = local_write | remote_write | remote_read | remote_atomic,
+};
+
+/// Keys of a registered region.
+struct memory_key {
+  std::uint32_t lkey = 0;
+  std::uint32_t rkey = 0;
+};
+
+/// A CQ for the model: host-accessible pointers to the entries (initialised to 0xff) and to the
+/// CQ doorbell record (owner-bit mode reads the consumer index from it).
+struct cq_config {
+  cq_mode mode = cq_mode::collapsed;
+  cqe64* cqes = nullptr;
+  std::uint32_t log_ncqe = 0;
+  std::uint32_t* dbrec = nullptr;
+};
+
+/// A QP for the model: host-accessible pointers to what the producer writes.
+struct qp_config {
+  std::uint32_t pd = 0;
+  std::byte* ring = nullptr;          ///< SQ buffer, (1 << log_depth) WQEBBs
+  std::uint32_t log_depth = 0;
+  std::uint32_t* dbrec_snd = nullptr; ///< the doorbell record's SND slot
+  std::uint64_t* doorbell = nullptr;  ///< the 8-byte doorbell register (host memory here)
+  std::uint32_t send_cqn = 0;
+  std::uint32_t recv_cqn = 0;         ///< 0: none (RDMA WRITE with immediate to it fails)
+};
+
+/// Fault injection.
+struct faults {
+  std::chrono::microseconds doorbell_delay{0};    ///< before a doorbell is handled
+  std::chrono::microseconds completion_delay{0};  ///< before each CQE is written
+  double drop_doorbell = 0.0;       ///< probability that a doorbell is ignored
+  double duplicate_doorbell = 0.0;  ///< probability that a doorbell is handled twice
+  std::uint64_t seed = 1;
+};
+
+struct nic_config {
+  faults fault{};
+  /// 4-byte fetched values land in network order (as hardware observed by NVSHMEM does), 8-byte
+  /// ones in host order. Device code reads them with fetched32().
+  bool fetch32_big_endian = true;
+  /// Vendor syndrome written into error CQEs (the model's own value; hardware's vary).
+  std::uint8_t vendor_syndrome = 0x51;
+  /// Benchmark mode: do not read or execute WQEs; complete everything up to the doorbell record
+  /// at once with one REQ CQE naming the last WQEBB (exact for 1-WQEBB WQEs).
+  bool drain_only = false;
+};
+
+enum class qp_state { rts, error };
+
+/// Counters of what the model did.
+struct nic_stats {
+  std::uint64_t doorbells = 0, doorbells_dropped = 0, doorbells_duplicated = 0;
+  std::uint64_t wqes = 0, cqes = 0, error_cqes = 0, flushed = 0, atomics = 0, bytes = 0;
+};
+
+/// The software NIC. Thread-safe: setup calls, progress() and the background thread serialise on
+/// one mutex.
+class nic {
+ public:
+  explicit nic(nic_config cfg = {}) : cfg_(cfg), rng_(cfg.fault.seed) {}
+  nic(nic const&) = delete;
+  nic& operator=(nic const&) = delete;
+  ~nic() {
+    stop();
+    for (auto const& [dev, s] : streams_) {
+      int cur = 0;
+      cudaGetDevice(&cur);
+      cudaSetDevice(dev);
+      cudaStreamDestroy(s);
+      cudaSetDevice(cur);
+    }
+  }
+
+  /// A protection domain.
+  std::uint32_t alloc_pd() {
+    std::lock_guard lk(mu_);
+    return ++next_pd_;
+  }
+
+  /// Registers [addr, addr + length) as NIC-accessible. `addr` is the address WQEs carry (for
+  /// GPU memory and mapped host memory: the device/UVA address). `host_alias`, when given, is where
+  /// the host reaches the same bytes (for mapped host memory whose device address differs);
+  /// `cuda_device` >= 0 marks GPU memory of that device (accessed with cudaMemcpyAsync).
+  memory_key register_memory(std::uint32_t pd, void const* addr, std::size_t length, std::uint32_t access_flags,
+                             void* host_alias = nullptr, int cuda_device = -1) {
+    std::lock_guard lk(mu_);
+    region r;
+    r.pd = pd;
+    r.base = reinterpret_cast<std::uint64_t>(addr);
+    r.length = length;
+    r.access = access_flags;
+    r.host = static_cast<unsigned char*>(host_alias != nullptr ? host_alias : const_cast<void*>(addr));
+    r.cuda_device = cuda_device;
+    std::uint32_t const idx = static_cast<std::uint32_t>(regions_.size()) + 1;
+    // Distinct lkey and rkey; never MLX5_INVALID_LKEY (0x100).
+    r.lkey = (idx << 12) | 0x0a5;
+    r.rkey = (idx << 12) | 0x05a;
+    regions_.push_back(r);
+    return {r.lkey, r.rkey};
+  }
+
+  /// Removes a region; later WQEs naming its keys fail.
+  void deregister_memory(std::uint32_t lkey) {
+    std::lock_guard lk(mu_);
+    for (auto& r : regions_) {
+      if (r.lkey == lkey) r.valid = false;
+    }
+  }
+
+  std::uint32_t create_cq(cq_config const& c) {
+    std::lock_guard lk(mu_);
+    if (c.cqes == nullptr) throw std::invalid_argument("gpucomm::verbs_gpu::model: CQ without entries");
+    if (c.mode == cq_mode::owner_bit && c.dbrec == nullptr) {
+      throw std::invalid_argument("gpucomm::verbs_gpu::model: owner-bit CQ needs a doorbell record");
+    }
+    cq_state s;
+    s.cfg = c;
+    if (c.mode == cq_mode::collapsed) s.cfg.log_ncqe = 0;
+    cqs_.push_back(s);
+    return static_cast<std::uint32_t>(cqs_.size()) + 0x40;
+  }
+
+  std::uint32_t create_qp(qp_config const& c) {
+    std::lock_guard lk(mu_);
+    if (c.ring == nullptr || c.dbrec_snd == nullptr || c.doorbell == nullptr) {
+      throw std::invalid_argument("gpucomm::verbs_gpu::model: QP needs a ring, a doorbell record and a doorbell");
+    }
+    if ((1u << c.log_depth) > max_sq_depth) throw std::invalid_argument("gpucomm::verbs_gpu::model: SQ too deep");
+    cq_at(c.send_cqn);
+    if (c.recv_cqn != 0) cq_at(c.recv_cqn);
+    qp_state_rec q;
+    q.cfg = c;
+    q.qpn = 0x1000 + static_cast<std::uint32_t>(qps_.size()) * 7 + 3;
+    q.last_db = cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*c.doorbell).load(cuda::memory_order_acquire);
+    qps_.push_back(q);
+    return q.qpn;
+  }
+
+  /// Connects two QPs as an RC pair (a QP may be connected to itself: loopback).
+  void connect(std::uint32_t qpn_a, std::uint32_t qpn_b) {
+    std::lock_guard lk(mu_);
+    qp_at(qpn_a).peer = qpn_b;
+    qp_at(qpn_b).peer = qpn_a;
+  }
+
+  qp_state state(std::uint32_t qpn) {
+    std::lock_guard lk(mu_);
+    return qp_at(qpn).state;
+  }
+
+  nic_stats stats() {
+    std::lock_guard lk(mu_);
+    return stats_;
+  }
+
+  /// Handles every doorbell rung since the last call. Returns the number of WQEs executed or
+  /// flushed. Never blocks on a producer: a full owner-bit CQ leaves the rest for a later call.
+  std::size_t progress() {
+    std::lock_guard lk(mu_);
+    std::size_t done = 0;
+    for (auto& q : qps_) done += progress_qp(q);
+    return done;
+  }
+
+  /// Runs progress() on a background thread until stop() (or destruction).
+  void start() {
+    if (thread_.joinable()) return;
+    running_.store(true);
+    thread_ = std::thread([this] {
+      while (running_.load(std::memory_order_relaxed)) {
+        if (progress() == 0) std::this_thread::yield();
+      }
+    });
+  }
+  void stop() {
+    running_.store(false);
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  struct region {
+    std::uint32_t pd = 0, lkey = 0, rkey = 0, access = 0;
+    std::uint64_t base = 0;
+    std::size_t length = 0;
+    unsigned char* host = nullptr;
+    int cuda_device = -1;
+    bool valid = true;
+  };
+  struct cq_state {
+    cq_config cfg{};
+    std::uint64_t pi = 0;
+  };
+  struct qp_state_rec {
+    qp_config cfg{};
+    std::uint32_t qpn = 0;
+    std::uint32_t peer = 0;
+    qp_state state = qp_state::rts;
+    std::uint64_t last_db = 0;  ///< doorbell value last seen
+    std::uint64_t ci = 0;       ///< next WQEBB to execute (64-bit)
+    std::uint16_t target = 0;   ///< doorbell record value to execute up to (16 bits)
+    bool armed = false;         ///< a doorbell was accepted; work up to `target`
+  };
+  struct outcome {
+    std::uint8_t syndrome = 0;  ///< 0: success
+    std::uint32_t byte_count = 0;
+    bool resp_imm = false;
+    std::uint32_t imm = 0;
+  };
+
+  static constexpr std::uint8_t ok = 0;
+  static constexpr auto synd(cqe_syndrome s) { return static_cast<std::uint8_t>(s); }
+
+  cq_state& cq_at(std::uint32_t cqn) {
+    if (cqn < 0x41 || cqn - 0x41 >= cqs_.size()) {
+      throw std::invalid_argument("gpucomm::verbs_gpu::model: no CQ " + std::to_string(cqn));
+    }
+    return cqs_[cqn - 0x41];
+  }
+  qp_state_rec& qp_at(std::uint32_t qpn) {
+    for (auto& q : qps_) {
+      if (q.qpn == qpn) return q;
+    }
+    throw std::invalid_argument("gpucomm::verbs_gpu::model: no QP " + std::to_string(qpn));
+  }
+  qp_state_rec* find_qp(std::uint32_t qpn) {
+    for (auto& q : qps_) {
+      if (q.qpn == qpn) return &q;
+    }
+    return nullptr;
+  }
+  region const* find_region(std::uint32_t pd, std::uint32_t key, bool remote) const {
+    for (auto const& r : regions_) {
+      if (r.valid && r.pd == pd && (remote ? r.rkey : r.lkey) == key) return &r;
+    }
+    return nullptr;
+  }
+  static bool in_bounds(region const& r, std::uint64_t addr, std::uint64_t len) {
+    return addr >= r.base && len <= r.length && addr - r.base <= r.length - len;
+  }
+
+  bool chance(double p) {
+    if (p <= 0.0) return false;
+    return std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < p;
+  }
+
+  // ---- memory access ------------------------------------------------------------------------------
+  cudaStream_t stream_for(int dev) {
+    auto it = streams_.find(dev);
+    if (it != streams_.end()) return it->second;
+    int cur = 0;
+    check(cudaGetDevice(&cur), "cudaGetDevice");
+    check(cudaSetDevice(dev), "cudaSetDevice");
+    cudaStream_t s{};
+    // Non-blocking: must not wait for the kernels that are posting to this NIC.
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check(cudaSetDevice(cur), "cudaSetDevice");
+    streams_[dev] = s;
+    return s;
+  }
+  static void check(cudaError_t e, char const* what) {
+    if (e != cudaSuccess) {
+      throw std::runtime_error(std::string("gpucomm::verbs_gpu::model: ") + what + " failed: " + cudaGetErrorString(e));
+    }
+  }
+  void read_mem(region const& r, std::uint64_t addr, void* dst, std::size_t len) {
+    if (len == 0) return;
+    if (r.cuda_device < 0) {
+      std::memcpy(dst, r.host + (addr - r.base), len);
+    } else {
+      cudaStream_t const s = stream_for(r.cuda_device);
+      check(cudaMemcpyAsync(dst, reinterpret_cast<void const*>(addr), len, cudaMemcpyDefault, s), "cudaMemcpyAsync");
+      check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    }
+  }
+  void write_mem(region const& r, std::uint64_t addr, void const* src, std::size_t len) {
+    if (len == 0) return;
+    if (r.cuda_device < 0) {
+      std::memcpy(r.host + (addr - r.base), src, len);
+    } else {
+      cudaStream_t const s = stream_for(r.cuda_device);
+      check(cudaMemcpyAsync(reinterpret_cast<void*>(addr), src, len, cudaMemcpyDefault, s), "cudaMemcpyAsync");
+      check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    }
+  }
+  // Read-modify-write of a 4- or 8-byte word at the responder; returns the old value.
+  template <class T, class F>
+  T atomic_rmw(region const& r, std::uint64_t addr, F&& f) {
+    ++stats_.atomics;
+    if (r.cuda_device < 0) {
+      cuda::atomic_ref<T, cuda::thread_scope_system> ref(*reinterpret_cast<T*>(r.host + (addr - r.base)));
+      T old = ref.load(cuda::memory_order_relaxed);
+      while (!ref.compare_exchange_weak(old, f(old), cuda::memory_order_acq_rel, cuda::memory_order_relaxed)) {
+      }
+      return old;
+    }
+    T old{};
+    read_mem(r, addr, &old, sizeof(T));
+    T const nv = f(old);
+    write_mem(r, addr, &nv, sizeof(T));
+    return old;
+  }
+
+  // ---- WQE access ---------------------------------------------------------------------------------
+  seg16 read_seg(qp_state_rec const& q, std::uint64_t index, std::uint32_t k) const {
+    std::uint64_t const mask = (std::uint64_t{1} << (q.cfg.log_depth + wqebb_shift)) - 1;
+    seg16 s;
+    std::memcpy(&s, q.cfg.ring + ((index * wqebb_size + std::uint64_t{k} * ds_size) & mask), 16);
+    return s;
+  }
+  template <class Seg>
+  Seg seg_as(qp_state_rec const& q, std::uint64_t index, std::uint32_t k) const {
+    seg16 const s = read_seg(q, index, k);
+    Seg out;
+    std::memcpy(&out, &s, 16);
+    return out;
+  }
+
+  // ---- CQEs ---------------------------------------------------------------------------------------
+  bool cq_has_room(cq_state const& c) const {
+    if (c.cfg.mode == cq_mode::collapsed) return true;
+    std::uint32_t const ci =
+        from_be32(cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(c.cfg.dbrec[cq_dbr_set_ci])
+                      .load(cuda::memory_order_acquire)) &
+        0xffffffu;
+    std::uint32_t const used = (static_cast<std::uint32_t>(c.pi) - ci) & 0xffffffu;
+    return used < (1u << c.cfg.log_ncqe);
+  }
+  void write_cqe(cq_state& c, cqe_opcode op, std::uint16_t wqe_counter, std::uint8_t wqe_opcode, std::uint32_t qpn,
+                 std::uint32_t byte_count, std::uint32_t imm, std::uint8_t syndrome) {
+    if (cfg_.fault.completion_delay.count() > 0) std::this_thread::sleep_for(cfg_.fault.completion_delay);
+    std::uint64_t const slot = c.pi & ((std::uint64_t{1} << c.cfg.log_ncqe) - 1);
+    unsigned const owner = static_cast<unsigned>((c.pi >> c.cfg.log_ncqe) & 1u);
+    unsigned char body[60] = {};
+    if (op == cqe_opcode::req_err || op == cqe_opcode::resp_err) {
+      err_cqe64 e{};
+      e.syndrome = syndrome;
+      e.vendor_err_synd = cfg_.vendor_syndrome;
+      e.s_wqe_opcode_qpn = to_be32((std::uint32_t{wqe_opcode} << 24) | (qpn & 0xffffffu));
+      std::memcpy(body, &e, 60);
+      ++stats_.error_cqes;
+    } else {
+      cqe64 e{};
+      e.byte_cnt = to_be32(byte_count);
+      e.imm_inval_pkey = to_be32(imm);
+      e.timestamp = to_be64(static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+      e.sop_drop_qpn = to_be32((std::uint32_t{wqe_opcode} << 24) | (qpn & 0xffffffu));
+      std::memcpy(body, &e, 60);
+    }
+    auto* entry = reinterpret_cast<unsigned char*>(&c.cfg.cqes[slot]);
+    std::memcpy(entry, body, 60);
+    // Release store of the tail word: the body above (and the data the operation wrote) is
+    // visible to a poller that acquires the tail.
+    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*reinterpret_cast<std::uint32_t*>(entry + 60))
+        .store(make_cqe_tail(wqe_counter, 0, make_op_own(op, owner)), cuda::memory_order_release);
+    ++c.pi;
+    ++stats_.cqes;
+  }
+
+  // ---- execution ----------------------------------------------------------------------------------
+  struct sge {
+    region const* r;
+    std::uint64_t addr;
+    std::uint32_t len;
+  };
+  // Local data segments k0..ds-1 of a WQE; checks keys, bounds and (if `writes`) LOCAL_WRITE.
+  std::uint8_t local_sges(qp_state_rec const& q, std::uint64_t index, std::uint32_t k0, std::uint32_t ds, bool writes,
+                          std::vector<sge>& out) {
+    for (std::uint32_t k = k0; k < ds; ++k) {
+      auto const d = seg_as<data_seg>(q, index, k);
+      std::uint32_t const bc = from_be32(d.byte_count);
+      if (bc & inline_seg_flag) return synd(cqe_syndrome::local_qp_op_err);
+      std::uint32_t const lkey = from_be32(d.lkey);
+      std::uint64_t const addr = from_be64(d.addr);
+      if (lkey == invalid_lkey && bc == 0) continue;  // empty segment
+      region const* r = find_region(q.cfg.pd, lkey, false);
+      if (r == nullptr || !in_bounds(*r, addr, bc) || (writes && !(r->access & local_write))) {
+        return synd(cqe_syndrome::local_prot_err);
+      }
+      out.push_back({r, addr, bc});
+    }
+    return ok;
+  }
+
+  outcome execute(qp_state_rec& q, std::uint64_t index, ctrl_seg const& c, std::uint32_t ds) {
+    outcome o;
+    std::uint32_t const w0 = from_be32(c.opmod_idx_opcode);
+    auto const op = static_cast<std::uint8_t>(w0 & 0xff);
+    auto const opmod = static_cast<std::uint8_t>(w0 >> 24);
+    auto fail = [&](cqe_syndrome s) {
+      o.syndrome = synd(s);
+      return o;
+    };
+    if (static_cast<opcode>(op) == opcode::nop) return o;
+
+    qp_state_rec* peer = find_qp(q.peer);
+    std::vector<sge> sges;
+    switch (static_cast<opcode>(op)) {
+      case opcode::rdma_write:
+      case opcode::rdma_write_imm: {
+        if (ds < 3) return fail(cqe_syndrome::local_qp_op_err);
+        auto const ra = seg_as<raddr_seg>(q, index, 1);
+        std::vector<unsigned char> payload;
+        seg16 const first = read_seg(q, index, 2);
+        std::uint32_t const bc = from_be32(first.w[0]);
+        if (bc & inline_seg_flag) {
+          std::uint32_t const len = bc & ~inline_seg_flag;
+          if (inline_seg_ds(len) != ds - 2) return fail(cqe_syndrome::local_qp_op_err);
+          std::vector<unsigned char> stream((ds - 2) * 16);
+          for (std::uint32_t k = 0; k < ds - 2; ++k) {
+            seg16 const s = read_seg(q, index, 2 + k);
+            std::memcpy(stream.data() + 16 * k, &s, 16);
+          }
+          payload.assign(stream.begin() + 4, stream.begin() + 4 + len);
+        } else {
+          if (std::uint8_t const e = local_sges(q, index, 2, ds, false, sges); e != ok) return fail(static_cast<cqe_syndrome>(e));
+          for (auto const& g : sges) {
+            std::size_t const at = payload.size();
+            payload.resize(at + g.len);
+            read_mem(*g.r, g.addr, payload.data() + at, g.len);
+          }
+        }
+        bool const imm = static_cast<opcode>(op) == opcode::rdma_write_imm;
+        if (peer == nullptr) return fail(cqe_syndrome::local_qp_op_err);
+        if (imm && peer->cfg.recv_cqn == 0) return fail(cqe_syndrome::rnr_retry_exc_err);
+        std::uint64_t const raddr = from_be64(ra.raddr);
+        region const* r = find_region(peer->cfg.pd, from_be32(ra.rkey), true);
+        // A zero-length write checks no rkey (as in the IB spec); any other needs REMOTE_WRITE.
+        if (!payload.empty() && (r == nullptr || !in_bounds(*r, raddr, payload.size()) || !(r->access & remote_write))) {
+          return fail(cqe_syndrome::remote_access_err);
+        }
+        if (!payload.empty()) write_mem(*r, raddr, payload.data(), payload.size());
+        stats_.bytes += payload.size();
+        o.byte_count = static_cast<std::uint32_t>(payload.size());
+        if (imm) {
+          o.resp_imm = true;
+          o.imm = from_be32(c.imm);
+        }
+        return o;
+      }
+      case opcode::rdma_read: {
+        if (ds < 3) return fail(cqe_syndrome::local_qp_op_err);
+        auto const ra = seg_as<raddr_seg>(q, index, 1);
+        if (std::uint8_t const e = local_sges(q, index, 2, ds, true, sges); e != ok) return fail(static_cast<cqe_syndrome>(e));
+        std::uint64_t total = 0;
+        for (auto const& g : sges) total += g.len;
+        if (peer == nullptr) return fail(cqe_syndrome::local_qp_op_err);
+        std::uint64_t const raddr = from_be64(ra.raddr);
+        region const* r = find_region(peer->cfg.pd, from_be32(ra.rkey), true);
+        if (total > 0 && (r == nullptr || !in_bounds(*r, raddr, total) || !(r->access & remote_read))) {
+          return fail(cqe_syndrome::remote_access_err);
+        }
+        std::vector<unsigned char> payload(total);
+        if (total > 0) read_mem(*r, raddr, payload.data(), total);
+        std::size_t at = 0;
+        for (auto const& g : sges) {
+          write_mem(*g.r, g.addr, payload.data() + at, g.len);
+          at += g.len;
+        }
+        stats_.bytes += total;
+        o.byte_count = static_cast<std::uint32_t>(total);
+        return o;
+      }
+      case opcode::send:
+      case opcode::send_imm: {
+        if (ds < 2) return fail(cqe_syndrome::local_qp_op_err);
+        if (std::uint8_t const e = local_sges(q, index, 1, ds, false, sges); e != ok) return fail(static_cast<cqe_syndrome>(e));
+        if (peer == nullptr) return fail(cqe_syndrome::local_qp_op_err);
+        return fail(cqe_syndrome::rnr_retry_exc_err);  // no receive queues in the model
+      }
+      case opcode::atomic_cs:
+      case opcode::atomic_fa:
+      case opcode::atomic_masked_cs:
+      case opcode::atomic_masked_fa: {
+        bool const masked = static_cast<opcode>(op) == opcode::atomic_masked_cs ||
+                            static_cast<opcode>(op) == opcode::atomic_masked_fa;
+        bool const cs = static_cast<opcode>(op) == opcode::atomic_cs || static_cast<opcode>(op) == opcode::atomic_masked_cs;
+        std::uint32_t size = 8;
+        std::uint32_t want_ds = ds_atomic;
+        if (masked) {
+          if (opmod == opmod_ext_atomic_4b) {
+            size = 4;
+          } else if (opmod != opmod_ext_atomic_8b) {
+            return fail(cqe_syndrome::local_qp_op_err);
+          }
+          want_ds = (cs && size == 8) ? ds_masked_cs64 : ds_masked_atomic;
+        } else if (opmod != 0) {
+          return fail(cqe_syndrome::local_qp_op_err);
+        }
+        if (ds != want_ds) return fail(cqe_syndrome::local_qp_op_err);
+        auto const ra = seg_as<raddr_seg>(q, index, 1);
+        if (std::uint8_t const e = local_sges(q, index, want_ds - 1, want_ds, true, sges); e != ok) {
+          return fail(static_cast<cqe_syndrome>(e));
+        }
+        if (sges.size() != 1 || sges[0].len != size) return fail(cqe_syndrome::local_length_err);
+        if (peer == nullptr) return fail(cqe_syndrome::local_qp_op_err);
+        std::uint64_t const raddr = from_be64(ra.raddr);
+        region const* r = find_region(peer->cfg.pd, from_be32(ra.rkey), true);
+        if (r == nullptr || !in_bounds(*r, raddr, size) || !(r->access & remote_atomic)) {
+          return fail(cqe_syndrome::remote_access_err);
+        }
+        if (raddr % size != 0) return fail(cqe_syndrome::remote_inval_req_err);
+        seg16 const s2 = read_seg(q, index, 2);
+        unsigned char result[8];
+        if (size == 8) {
+          std::uint64_t a, b, m_swap = ~0ull, m_cmp = ~0ull, boundary = 0;
+          std::memcpy(&a, &s2.w[0], 8);
+          std::memcpy(&b, &s2.w[2], 8);
+          a = from_be64(a);
+          b = from_be64(b);
+          if (masked && cs) {
+            seg16 const s3 = read_seg(q, index, 3);
+            std::memcpy(&m_swap, &s3.w[0], 8);
+            std::memcpy(&m_cmp, &s3.w[2], 8);
+            m_swap = from_be64(m_swap);
+            m_cmp = from_be64(m_cmp);
+          } else if (masked) {
+            boundary = b;
+          }
+          std::uint64_t old;
+          if (cs) {  // a = swap, b = compare
+            old = atomic_rmw<std::uint64_t>(*r, raddr, [&](std::uint64_t v) {
+              return ((v ^ b) & m_cmp) == 0 ? ((v & ~m_swap) | (a & m_swap)) : v;
+            });
+          } else {  // a = add
+            old = atomic_rmw<std::uint64_t>(*r, raddr, [&](std::uint64_t v) { return field_add(v, a, boundary); });
+          }
+          std::memcpy(result, &old, 8);
+        } else {
+          std::uint32_t const a = from_be32(s2.w[0]), b = from_be32(s2.w[1]);
+          std::uint32_t const m_swap = from_be32(s2.w[2]), m_cmp = from_be32(s2.w[3]);
+          std::uint32_t old;
+          if (cs) {
+            old = atomic_rmw<std::uint32_t>(*r, raddr, [&](std::uint32_t v) {
+              return ((v ^ b) & m_cmp) == 0 ? ((v & ~m_swap) | (a & m_swap)) : v;
+            });
+          } else {
+            old = atomic_rmw<std::uint32_t>(
+                *r, raddr, [&](std::uint32_t v) { return static_cast<std::uint32_t>(field_add(v, a, b, 32)); });
+          }
+          if (cfg_.fetch32_big_endian) old = to_be32(old);
+          std::memcpy(result, &old, 4);
+        }
+        write_mem(*sges[0].r, sges[0].addr, result, size);
+        o.byte_count = size;
+        return o;
+      }
+      default:
+        return fail(cqe_syndrome::local_qp_op_err);
+    }
+  }
+
+  /// Addition in which a set bit i of `boundary` stops the carry out of bit i.
+  static std::uint64_t field_add(std::uint64_t x, std::uint64_t y, std::uint64_t boundary, int bits = 64) {
+    std::uint64_t r = 0, carry = 0;
+    for (int i = 0; i < bits; ++i) {
+      std::uint64_t const s = ((x >> i) & 1u) + ((y >> i) & 1u) + carry;
+      r |= (s & 1u) << i;
+      carry = ((boundary >> i) & 1u) ? 0 : (s >> 1);
+    }
+    return r;
+  }
+
+  std::size_t progress_qp(qp_state_rec& q) {
+    auto db_ref = cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*q.cfg.doorbell);
+    std::uint64_t const db = db_ref.load(cuda::memory_order_acquire);
+    int handlings = 0;
+    if (db != q.last_db) {
+      q.last_db = db;
+      ++stats_.doorbells;
+      if (doorbell_qpn(db) != q.qpn) {
+        // A doorbell naming another QP is ignored, as the hardware ignores it for this QP.
+      } else if (chance(cfg_.fault.drop_doorbell)) {
+        ++stats_.doorbells_dropped;
+      } else {
+        handlings = 1;
+        if (chance(cfg_.fault.duplicate_doorbell)) {
+          ++stats_.doorbells_duplicated;
+          handlings = 2;
+        }
+      }
+    }
+    std::size_t done = 0;
+    for (int h = 0; h < handlings; ++h) {
+      if (cfg_.fault.doorbell_delay.count() > 0) std::this_thread::sleep_for(cfg_.fault.doorbell_delay);
+      // The doorbell record is the source of truth for how far the producer got (acquire: the
+      // WQEs below it, released by the producer's fence, are visible).
+      q.target = static_cast<std::uint16_t>(
+          from_be32(cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*q.cfg.dbrec_snd)
+                        .load(cuda::memory_order_acquire)) &
+          0xffffu);
+      q.armed = true;
+      done += run_qp(q);
+    }
+    if (handlings == 0 && q.armed) done += run_qp(q);  // resume after a full CQ
+    return done;
+  }
+
+  std::size_t run_qp(qp_state_rec& q) {
+    cq_state& scq = cq_at(q.cfg.send_cqn);
+    std::size_t done = 0;
+    if (cfg_.drain_only) {
+      auto const n = static_cast<std::uint16_t>(q.target - static_cast<std::uint16_t>(q.ci));
+      if (n != 0) {
+        q.ci += n;
+        write_cqe(scq, cqe_opcode::req, static_cast<std::uint16_t>(q.ci - 1), 0, q.qpn, 0, 0, 0);
+        stats_.wqes += n;
+      }
+      q.armed = false;
+      return n;
+    }
+    while (static_cast<std::uint16_t>(q.ci) != q.target) {
+      std::uint64_t const index = q.ci;
+      auto const c = seg_as<ctrl_seg>(q, index, 0);
+      std::uint32_t const w0 = from_be32(c.opmod_idx_opcode);
+      std::uint32_t const w1 = from_be32(c.qpn_ds);
+      auto const op = static_cast<std::uint8_t>(w0 & 0xff);
+      std::uint32_t const ds = w1 & 0x3f;
+      bool const signaled = (c.fm_ce_se & ctrl_cq_update) != 0;
+      std::uint32_t const wqebbs = ds == 0 ? 1 : (wqebbs_for_ds(ds) > max_wqe_wqebbs ? 1 : wqebbs_for_ds(ds));
+      qp_state_rec* peer = find_qp(q.peer);
+      cq_state* rcq = (peer != nullptr && peer->cfg.recv_cqn != 0) ? &cq_at(peer->cfg.recv_cqn) : nullptr;
+      // Room for every CQE this WQE may produce, before executing it.
+      if (!cq_has_room(scq) || (rcq != nullptr && static_cast<opcode>(op) == opcode::rdma_write_imm && !cq_has_room(*rcq))) {
+        break;
+      }
+      if (q.state == qp_state::error) {
+        write_cqe(scq, cqe_opcode::req_err, static_cast<std::uint16_t>(index), op, q.qpn, 0, 0,
+                  synd(cqe_syndrome::wr_flush_err));
+        ++stats_.flushed;
+      } else {
+        outcome o;
+        if ((w1 >> 8) != q.qpn || ((w0 >> 8) & 0xffffu) != (index & 0xffffu) || ds == 0 || ds > max_wqe_ds) {
+          o.syndrome = synd(cqe_syndrome::local_qp_op_err);
+        } else {
+          o = execute(q, index, c, ds);
+        }
+        if (o.syndrome != ok) {
+          write_cqe(scq, cqe_opcode::req_err, static_cast<std::uint16_t>(index), op, q.qpn, 0, 0, o.syndrome);
+          q.state = qp_state::error;
+        } else {
+          if (o.resp_imm && rcq != nullptr) {
+            write_cqe(*rcq, cqe_opcode::resp_wr_imm, 0, op, peer->qpn, o.byte_count, o.imm, 0);
+          }
+          if (signaled) write_cqe(scq, cqe_opcode::req, static_cast<std::uint16_t>(index), op, q.qpn, o.byte_count, 0, 0);
+        }
+      }
+      ++stats_.wqes;
+      ++done;
+      q.ci += wqebbs;
+    }
+    if (static_cast<std::uint16_t>(q.ci) == q.target) q.armed = false;
+    return done;
+  }
+
+  nic_config cfg_;
+  std::mutex mu_;
+  std::mt19937_64 rng_;
+  std::uint32_t next_pd_ = 0;
+  std::vector<region> regions_;
+  std::vector<cq_state> cqs_;
+  std::vector<qp_state_rec> qps_;
+  std::map<int, cudaStream_t> streams_;
+  nic_stats stats_;
+  std::atomic<bool> running_{false};
+  std::thread thread_;
+};
+
+/// Host memory for one QP and its CQ, laid out as a GPU-resident QP would be (ring, doorbell
+/// record, doorbell word, CQ entries, counters), plus the send_queue view and the model configs.
+/// For host producers and host tests; GPU tests allocate the same pieces in mapped memory.
+class host_queue_pair {
+ public:
+  host_queue_pair(nic& n, std::uint32_t pd, std::uint32_t log_depth, cq_mode mode, std::uint32_t log_ncqe = 0,
+                  std::uint32_t recv_cqn = 0) {
+    std::size_t const ring_bytes = std::size_t{wqebb_size} << log_depth;
+    std::uint32_t const ncqe = mode == cq_mode::collapsed ? 1u : (1u << log_ncqe);
+    ring_ = alloc(ring_bytes);
+    std::memset(ring_.get(), 0, ring_bytes);
+    cqes_ = alloc(ncqe * sizeof(cqe64));
+    std::memset(cqes_.get(), 0xff, ncqe * sizeof(cqe64));  // opcode INVALID, owner 1
+    misc_ = alloc(256 + sizeof(qp_counters));
+    std::memset(misc_.get(), 0, 256 + sizeof(qp_counters));
+    auto* misc = reinterpret_cast<unsigned char*>(misc_.get());
+    auto* qp_dbrec = reinterpret_cast<std::uint32_t*>(misc);        // [rcv, snd]
+    auto* cq_dbrec = reinterpret_cast<std::uint32_t*>(misc + 64);   // [set_ci, arm]
+    auto* db = reinterpret_cast<std::uint64_t*>(misc + 128);
+    auto* counters = reinterpret_cast<qp_counters*>(misc + 256);
+
+    cq_config cc{mode, reinterpret_cast<cqe64*>(cqes_.get()), mode == cq_mode::collapsed ? 0 : log_ncqe, cq_dbrec};
+    std::uint32_t const cqn = n.create_cq(cc);
+    qp_config qc{pd, reinterpret_cast<std::byte*>(ring_.get()), log_depth, qp_dbrec + dbr_snd, db, cqn, recv_cqn};
+    qpn_ = n.create_qp(qc);
+
+    sq_.ring = reinterpret_cast<std::byte*>(ring_.get());
+    sq_.log_depth = log_depth;
+    sq_.qpn = qpn_;
+    sq_.dbrec = qp_dbrec + dbr_snd;
+    sq_.doorbell = db;
+    sq_.counters = counters;
+    sq_.cq = completion_queue{reinterpret_cast<cqe64*>(cqes_.get()), cq_dbrec, cc.log_ncqe, mode, cqn};
+    sq_.scope = nic_scope::system;
+  }
+  send_queue& sq() noexcept { return sq_; }
+  std::uint32_t qpn() const noexcept { return qpn_; }
+  qp_counters& counters() noexcept { return *sq_.counters; }
+
+ private:
+  struct free_deleter {
+    void operator()(void* p) const noexcept { std::free(p); }
+  };
+  using buf = std::unique_ptr<void, free_deleter>;
+  static buf alloc(std::size_t bytes) {
+    void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    if (p == nullptr) throw std::bad_alloc();
+    return buf(p);
+  }
+  buf ring_, cqes_, misc_;
+  send_queue sq_{};
+  std::uint32_t qpn_ = 0;
+};
+
+/// Host memory for a receive CQ (owner-bit mode) that RDMA WRITE with immediate completes into.
+class host_recv_cq {
+ public:
+  host_recv_cq(nic& n, std::uint32_t log_ncqe) {
+    std::size_t const bytes = (std::size_t{1} << log_ncqe) * sizeof(cqe64);
+    mem_.reset(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096 + 4096));
+    if (!mem_) throw std::bad_alloc();
+    std::memset(mem_.get(), 0xff, bytes);
+    auto* dbrec = reinterpret_cast<std::uint32_t*>(static_cast<unsigned char*>(mem_.get()) + (bytes + 4095) / 4096 * 4096);
+    dbrec[0] = dbrec[1] = 0;
+    cq_ = completion_queue{static_cast<cqe64*>(mem_.get()), dbrec, log_ncqe, cq_mode::owner_bit, 0};
+    cq_.cqn = n.create_cq(cq_config{cq_mode::owner_bit, cq_.cqes, log_ncqe, dbrec});
+  }
+  completion_queue const& cq() const noexcept { return cq_; }
+  std::uint32_t cqn() const noexcept { return cq_.cqn; }
+
+ private:
+  struct free_deleter {
+    void operator()(void* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<void, free_deleter> mem_;
+  completion_queue cq_{};
+};
+
+}  // namespace gpucomm::verbs_gpu::model

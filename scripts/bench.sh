@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Run gpucomm's benchmark suite on this machine's GPUs, with the raw CUDA references and every peer
+# library found (NVSHMEM, NCCL), in one go:
+#   scripts/bench.sh [--quick] [--gpus N] [--budget-s S] [--skip-build]
+# Writes benchmarks/results/<date>-<gpu>-<n>gpu.{json,md} (+ -plots/*.png when matplotlib is there),
+# and copies them to $OUT when it is set. Every case runs in its own process under a timeout, so a
+# case that fails or hangs costs only its own rows; the results file is written whatever happens.
+# Time: --quick < 4 minutes, full < 9 minutes on 4 H200 (build included); --budget-s caps the run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+source scripts/lib/common.sh  # also exports NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+
+quick=0
+gpus=""
+budget=""
+skip_build=0
+command_line="scripts/bench.sh $*"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    --gpus) gpus=$2; shift ;;
+    --budget-s) budget=$2; shift ;;
+    --skip-build) skip_build=1 ;;
+    -h|--help) sed -n 2,9p "$0"; exit 0 ;;
+    *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+start=$(date +%s)
+if [ -z "$budget" ]; then budget=$([ $quick = 1 ] && echo 225 || echo 525); fi
+elapsed() { echo $(( $(date +%s) - start )); }
+remaining() { echo $(( budget - $(elapsed) )); }
+
+# One-node NVSHMEM, multicast off (common.sh), NVSHMEM's bootstrap over loopback.
+export NVSHMEM_REMOTE_TRANSPORT=${NVSHMEM_REMOTE_TRANSPORT:-none}
+export NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=${NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME:-lo}
+export NVSHMEM_SYMMETRIC_SIZE=${NVSHMEM_SYMMETRIC_SIZE:-1610612736}
+export GPUCOMM_HEAP_BYTES=${GPUCOMM_HEAP_BYTES:-}
+[ -z "$GPUCOMM_HEAP_BYTES" ] && unset GPUCOMM_HEAP_BYTES
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+visible=0
+if command -v nvidia-smi >/dev/null 2>&1; then visible=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); fi
+[ -z "$gpus" ] && gpus=$visible
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
+[ -z "$gpu_name" ] && gpu_name=unknown-gpu
+stamp=$(date -u +%Y-%m-%d)
+stem="${stamp}-${gpu_name}-${gpus}gpu$([ $quick = 1 ] && echo -quick)"
+results=benchmarks/results
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpucomm-bench.XXXXXX")
+rows=$work/rows.jsonl
+status=$work/status.jsonl
+log=$work/bench.log
+: >"$rows"; : >"$status"
+mkdir -p "$results"
+echo "gpucomm benchmarks: $stem (budget ${budget}s, work dir $work)"
+
+record() {  # record CASE LIBRARY NPES RC SECONDS NOTE
+  printf '{"case":"%s","library":"%s","npes":%s,"rc":%s,"seconds":%s,"note":"%s"}\n' "$1" "$2" "$3" "$4" "$5" "$6" >>"$status"
+}
+
+# ---- build -------------------------------------------------------------------------------------------
+build=build-bench
+have() { [ -x "$build/benchmarks/$1" ]; }
+if [ $skip_build = 0 ]; then
+  nvcc=$(gpucomm_find_nvcc 2>/dev/null || echo nvcc)
+  generator=()
+  command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+  t0=$(date +%s)
+  if cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
+       -DGPUCOMM_BUILD_TESTS=OFF -DGPUCOMM_BUILD_EXAMPLES=OFF -DGPUCOMM_BUILD_BENCHMARKS=ON >"$work/configure.log" 2>&1; then
+    grep 'gpucomm benchmarks:' "$work/configure.log"
+    # Each target on its own, so one that does not build leaves the others. Peer targets exist only
+    # when the peer was found (the configure lines above say which).
+    for t in bench_gpucomm bench_cuda bench_nvshmem bench_nccl; do
+      if cmake --build "$build" --target "$t" -j "$(nproc)" >>"$work/build.log" 2>&1; then
+        echo "built $t"
+      else
+        echo "$t not built (peer not found, or see $work/build.log)"; record "build:$t" build 0 1 0 "not built"
+      fi
+    done
+  else
+    echo "configure failed:"; tail -20 "$work/configure.log"; record configure build 0 1 0 "cmake configure failed"
+  fi
+  record build build 0 0 $(( $(date +%s) - t0 )) "configure and build"
+fi
+
+# ---- machine -------------------------------------------------------------------------------------------
+machine=$work/machine.json
+echo '{}' >"$machine"
+if have bench_cuda; then timeout 60 "$build/benchmarks/bench_cuda" --case machine --out "$machine" >/dev/null 2>&1 || echo '{}' >"$machine"; fi
+nvidia-smi topo -m >"$work/topo.txt" 2>/dev/null || : >"$work/topo.txt"
+nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1 >"$work/driver.txt" || : >"$work/driver.txt"
+
+# ---- cases ---------------------------------------------------------------------------------------------
+# run_case LIBRARY CASE NPES TIMEOUT COMMAND...: runs under a timeout (cut to what the budget has
+# left), with its own --budget-s so it stops sweeping before the timeout would kill it.
+run_case() {
+  local lib=$1 name=$2 npes=$3 limit=$4; shift 4
+  local left; left=$(remaining)
+  if [ "$left" -lt 15 ]; then
+    echo "skip $lib $name (npes $npes): time budget spent"
+    record "$name" "$lib" "$npes" -1 0 "not run: time budget spent"
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local inner=$(( limit > 20 ? limit - 10 : limit / 2 ))
+  local q=(); [ $quick = 1 ] && q=(--quick)
+  echo "== $lib $name (npes $npes, limit ${limit}s)"
+  local t0; t0=$(date +%s)
+  timeout -k 5 "$limit" "$@" --case "$name" --npes "$npes" --out "$rows" --budget-s "$inner" "${q[@]}" >>"$log" 2>&1
+  local rc=$?
+  local took=$(( $(date +%s) - t0 ))
+  local note=ok
+  [ $rc = 124 ] || [ $rc = 137 ] && note="timed out after ${limit}s"
+  [ $rc != 0 ] && [ "$note" = ok ] && note="exit status $rc"
+  echo "   rc=$rc ${took}s $note"
+  record "$name" "$lib" "$npes" "$rc" "$took" "$note"
+}
+
+mpi=()
+if command -v mpirun >/dev/null 2>&1; then
+  mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NVSHMEM_REMOTE_TRANSPORT -x NVSHMEM_DISABLE_NVLS
+       -x NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME -x NVSHMEM_SYMMETRIC_SIZE -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST)
+fi
+nvshmem_ok() { have bench_nvshmem && [ ${#mpi[@]} -gt 0 ]; }
+
+if [ "$gpus" -lt 2 ]; then
+  echo "fewer than 2 GPUs ($gpus): nothing to measure"
+  record all none "$gpus" -1 0 "fewer than 2 GPUs"
+else
+  pe_counts=(2); [ "$gpus" -ge 4 ] && pe_counts+=(4)
+  [ "$gpus" -gt 4 ] && pe_counts+=("$gpus")
+  if [ $quick = 1 ]; then bw_limit=60; lat_limit=45; else bw_limit=110; lat_limit=60; fi
+  # Cheap, headline cases first, bandwidth sweeps last: a budget that runs short cuts the sweeps.
+  p2p_cases=(put_signal_pingpong p_latency atomic_latency put_latency atomic_rate)
+  if have bench_cuda; then
+    run_case cuda flag_pingpong 2 "$lat_limit" "$build/benchmarks/bench_cuda"
+    run_case cuda ce_copy 2 "$lat_limit" "$build/benchmarks/bench_cuda"
+    run_case cuda sm_store 2 "$lat_limit" "$build/benchmarks/bench_cuda"
+  fi
+  for n in "${pe_counts[@]}"; do
+    have bench_gpucomm && run_case gpucomm barrier "$n" "$lat_limit" "$build/benchmarks/bench_gpucomm"
+    nvshmem_ok && run_case nvshmem barrier "$n" "$lat_limit" "${mpi[@]}" -np "$n" "$build/benchmarks/bench_nvshmem"
+  done
+  for c in "${p2p_cases[@]}"; do
+    have bench_gpucomm && run_case gpucomm "$c" 2 "$lat_limit" "$build/benchmarks/bench_gpucomm"
+    nvshmem_ok && run_case nvshmem "$c" 2 "$lat_limit" "${mpi[@]}" -np 2 "$build/benchmarks/bench_nvshmem"
+  done
+  for n in "${pe_counts[@]}"; do
+    have bench_gpucomm && run_case gpucomm all_reduce "$n" "$lat_limit" "$build/benchmarks/bench_gpucomm"
+    have bench_nccl && run_case nccl all_reduce "$n" "$lat_limit" "$build/benchmarks/bench_nccl"
+  done
+  for c in put_bw get_bw; do
+    have bench_gpucomm && run_case gpucomm "$c" 2 "$bw_limit" "$build/benchmarks/bench_gpucomm"
+    nvshmem_ok && run_case nvshmem "$c" 2 "$bw_limit" "${mpi[@]}" -np 2 "$build/benchmarks/bench_nvshmem"
+  done
+fi
+
+# ---- report --------------------------------------------------------------------------------------------
+python=$(command -v python3 || command -v python || true)
+if [ -n "$python" ]; then
+  "$python" benchmarks/report.py --rows "$rows" --status "$status" --machine "$machine" --topo "$work/topo.txt" \
+    --driver "$work/driver.txt" --command "$command_line" --gpus "$gpus" --quick "$quick" \
+    --seconds "$(elapsed)" --out "$results/$stem" || echo "report.py failed"
+  if "$python" -c 'import matplotlib' 2>/dev/null; then
+    "$python" benchmarks/plot.py "$results/$stem.json" --out "$results/$stem-plots" || echo "plot.py failed"
+  else
+    echo "matplotlib not installed: no plots"
+  fi
+else
+  echo "no python3: raw rows only"
+fi
+# Whatever happened above, the raw rows and logs are kept beside the results.
+cp "$rows" "$results/$stem.rows.jsonl" 2>/dev/null
+cp "$log" "$results/$stem.log" 2>/dev/null
+[ -f "$results/$stem.json" ] || cp "$rows" "$results/$stem.json"
+
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT/results"
+  cp -r "$results/$stem"* "$OUT/results/" 2>/dev/null
+  cp "$work"/*.log "$OUT/results/" 2>/dev/null
+fi
+echo "done in $(elapsed)s: $results/$stem.{json,md}"
+ls "$results" | grep -F "$stem" || true

@@ -1,0 +1,37 @@
+# Shared by gpucomm's scripts: finding the CUDA toolkit and installing missing Debian packages.
+
+# nvcc on PATH, or the toolkit's usual place.
+gpucomm_find_nvcc() {
+  if command -v nvcc >/dev/null 2>&1; then command -v nvcc; return; fi
+  for c in /usr/local/cuda/bin/nvcc /usr/local/cuda-13.0/bin/nvcc; do
+    if [ -x "$c" ]; then echo "$c"; return; fi
+  done
+  echo "gpucomm needs the CUDA toolkit 13 (nvcc); install it from NVIDIA's packages and re-run." >&2
+  exit 1
+}
+
+# gpucomm_need CHECK PACKAGE...: CHECK is a command name or an absolute path; when it is missing,
+# the packages are installed with apt-get (as root, or through sudo).
+GPUCOMM_MISSING_PACKAGES=()
+gpucomm_need() {
+  local check=$1; shift
+  if [[ $check == /* ]]; then [ -e "$check" ] && return 0
+  else command -v "$check" >/dev/null 2>&1 && return 0; fi
+  GPUCOMM_MISSING_PACKAGES+=("$@")
+}
+gpucomm_install_missing() {
+  [ ${#GPUCOMM_MISSING_PACKAGES[@]} -eq 0 ] && return 0
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "Missing packages: ${GPUCOMM_MISSING_PACKAGES[*]}; install them with your package manager." >&2
+    exit 1
+  fi
+  echo "Installing missing packages: ${GPUCOMM_MISSING_PACKAGES[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${GPUCOMM_MISSING_PACKAGES[@]}" >/dev/null
+  GPUCOMM_MISSING_PACKAGES=()
+}
+
+# NVLink multicast stays off in everything gpucomm launches (it can take shared GPUs out of service).
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1

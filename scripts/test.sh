@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Build everything (every header on its own, examples, tests, benchmarks) and run every test that
+# needs no GPU: host tests, MPI bootstrap tests under mpirun -np 2, compile-fail tests, and an
+# example built against an installed gpucomm. Installs missing Debian packages first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/common.sh
+
+gpucomm_need cmake cmake
+gpucomm_need ninja ninja-build
+gpucomm_need g++ g++
+gpucomm_need /usr/include/catch2/catch.hpp catch2
+gpucomm_need mpirun openmpi-bin libopenmpi-dev
+gpucomm_need /usr/include/infiniband/mlx5dv.h libibverbs-dev rdma-core ibverbs-providers
+gpucomm_install_missing
+nvcc=$(gpucomm_find_nvcc)
+
+build=${GPUCOMM_BUILD_DIR:-build}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc"
+cmake --build "$build" -j "$(nproc)"
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
