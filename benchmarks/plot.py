@@ -7,6 +7,7 @@ Writes one PNG per case (and per variant/scope where the case has them). Needs m
 import argparse
 import json
 import os
+import textwrap
 from collections import defaultdict
 
 import matplotlib
@@ -15,8 +16,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"gpucomm": "tab:blue", "nvshmem": "tab:green", "nccl": "tab:orange", "cuda": "tab:gray"}
-STYLES = ["-", "--", "-.", ":", (0, (3, 1, 1, 1)), (0, (5, 2))]
-MARKERS = ["o", "s", "^", "v", "D", "x"]
+# When a plot has several series per library (CTA counts, PE counts), colour tells the series apart
+# and the line style tells the library: gpucomm solid, peers dashed.
+LIB_STYLE = {"gpucomm": "-", "nvshmem": "--", "nccl": "--", "cuda": ":"}
+LIB_MARKER = {"gpucomm": "o", "nvshmem": "s", "nccl": "^", "cuda": "x"}
+PALETTE = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive"]
+REF_COLOR = "dimgray"
 
 
 def size_label(b):
@@ -24,6 +29,13 @@ def size_label(b):
         if b >= n:
             return f"{b / n:g}{unit}"
     return f"{b}"
+
+
+def fmt_bytes(b):
+    for unit, n in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= n:
+            return f"{b / n:g} {unit}"
+    return f"{b} B"
 
 
 def size_axis(ax, sizes):
@@ -45,33 +57,60 @@ def save(fig, out, name):
     print("wrote", path)
 
 
-def lines_by_size(rows, out, name, title, ylabel, series_key, refs=()):
-    if not rows:
-        return
-    fig, ax = plt.subplots(figsize=(9, 5))
+def reference_lines(ax, refs):
+    """Horizontal reference lines, labelled at the left edge whatever the x scale."""
+    for value, label in refs:
+        ax.axhline(value, color=REF_COLOR, linewidth=1.0, linestyle=":")
+        ax.text(0.01, value, " " + label, color=REF_COLOR, fontsize=8, va="bottom", transform=ax.get_yaxis_transform())
+
+
+def draw_series(ax, rows, series_key, min_size=0):
     series = defaultdict(list)
     for r in rows:
-        series[series_key(r)].append(r)
+        if r["size"] >= min_size:
+            series[series_key(r)].append(r)
     keys = sorted(series, key=lambda k: (k[0] != "gpucomm", k))
-    extra = sorted({k[1:] for k in keys})
+    subs = sorted({k[1:] for k in keys})
     for k in keys:
         pts = sorted(series[k], key=lambda r: r["size"])
-        i = extra.index(k[1:]) % len(STYLES)
-        label = " ".join(str(p) for p in k if p != "")
-        ax.plot([p["size"] for p in pts], [p["value"] for p in pts], linestyle=STYLES[i], marker=MARKERS[i],
-                markersize=3, color=COLORS.get(k[0], "black"), label=label)
-    for value, label in refs:
-        ax.axhline(value, color="tab:red", linewidth=0.8, linestyle=":")
-        ax.text(ax.get_xlim()[0], value, " " + label, color="tab:red", fontsize=7, va="bottom")
-    size_axis(ax, [r["size"] for r in rows])
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+        lib = k[0]
+        if len(subs) > 1:
+            color, style = PALETTE[subs.index(k[1:]) % len(PALETTE)], LIB_STYLE.get(lib, "-.")
+        else:
+            color, style = COLORS.get(lib, "black"), "-"
+        label = " ".join(str(p).strip() for p in k if p != "")
+        ax.plot([p["size"] for p in pts], [p["value"] for p in pts], linestyle=style, marker=LIB_MARKER.get(lib, "o"),
+                markersize=3, linewidth=1.3, color=color, label=label)
+    return [r["size"] for k in keys for r in series[k]]
+
+
+def lines_by_size(rows, out, name, title, ylabel, series_key, refs=(), logy=False, zoom_from=None):
+    """Value against size, one line per series. logy: a log y axis (latencies that span decades).
+    zoom_from: a second, linear panel of the sizes >= zoom_from (bandwidth plateaus), next to a
+    log-log panel of every size."""
+    if not rows:
+        return
+    panels = 2 if zoom_from and any(r["size"] >= zoom_from for r in rows) else 1
+    fig, axes = plt.subplots(1, panels, figsize=(7.5 * panels, 5.2), squeeze=False)
+    axes = axes[0]
+    for i, ax in enumerate(axes):
+        zoom = panels == 2 and i == 1
+        sizes = draw_series(ax, rows, series_key, min_size=zoom_from if zoom else 0)
+        size_axis(ax, sizes)
+        if (logy or panels == 2) and not zoom:
+            ax.set_yscale("log")
+        reference_lines(ax, refs)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="major", alpha=0.3)
+        if panels == 2:
+            ax.set_title(f"sizes >= {fmt_bytes(zoom_from)}, linear" if zoom else "every size, log-log", fontsize=10)
+    axes[-1].legend(fontsize=8, ncol=2)
+    fig.suptitle(title)
     save(fig, out, name)
 
 
-def bars(rows, out, name, title, ylabel, group_key, refs=()):
+def bars(rows, out, name, title, ylabel, group_key, refs=(), choose=None):
+    """One bar per (group, library); `choose` picks the row of a bar among several (default: the lowest)."""
     if not rows:
         return
     groups = sorted({group_key(r) for r in rows})
@@ -81,16 +120,14 @@ def bars(rows, out, name, title, ylabel, group_key, refs=()):
     for j, lib in enumerate(libs):
         vals = []
         for g in groups:
-            m = [r["value"] for r in rows if r["library"] == lib and group_key(r) == g]
-            vals.append(min(m) if m else 0)
+            m = [r for r in rows if r["library"] == lib and group_key(r) == g]
+            vals.append((choose or (lambda rs: min(rs, key=lambda r: r["value"])))(m)["value"] if m else 0)
         xs = [i + j * width for i in range(len(groups))]
         ax.bar(xs, vals, width, label=lib, color=COLORS.get(lib, "black"))
         for x, v in zip(xs, vals):
             if v:
-                ax.text(x, v, f"{v:.2f}", ha="center", va="bottom", fontsize=7)
-    for value, label in refs:
-        ax.axhline(value, color="tab:red", linewidth=0.8, linestyle=":")
-        ax.text(-0.4, value, label, color="tab:red", fontsize=7, va="bottom")
+                ax.text(x, v, f"{v:.3g}", ha="center", va="bottom", fontsize=7)
+    reference_lines(ax, refs)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(groups))])
     ax.set_xticklabels([" ".join(str(p) for p in g) for g in groups], rotation=20)
     ax.set_ylabel(ylabel)
@@ -98,6 +135,45 @@ def bars(rows, out, name, title, ylabel, group_key, refs=()):
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
     save(fig, out, name)
+
+
+VERBS_SCOPES = ["thread", "warp", "block", "gpu"]
+
+
+def verbs(rate, latency, out):
+    """verbs_gpu: WQEs/s by scope (log scale, with the 400 M target) and post-to-doorbell latency."""
+    if not rate and not latency:
+        return
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={"width_ratios": [3, 1]})
+    rate = sorted(rate, key=lambda r: (VERBS_SCOPES.index(r["scope"]) if r["scope"] in VERBS_SCOPES else 9,
+                                       r["variant"]))
+    vals = [r["value"] / 1e6 for r in rate]
+    a1.bar(range(len(rate)), vals, color=[PALETTE[VERBS_SCOPES.index(r["scope"]) % len(PALETTE)]
+                                          if r["scope"] in VERBS_SCOPES else "black" for r in rate])
+    for i, v in enumerate(vals):
+        a1.text(i, v, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
+    a1.set_xticks(range(len(rate)))
+    a1.set_xticklabels([r["scope"] + "\n" + textwrap.fill(r["variant"], 18) for r in rate], fontsize=8)
+    a1.set_yscale("log")
+    a1.set_ylabel("M WQEs/s")
+    a1.set_title("posting rate", fontsize=10)
+    reference_lines(a1, [(400, "target 400 M/s (whole GPU)")])
+    a1.grid(True, axis="y", alpha=0.3)
+    if latency:
+        r = latency[0]
+        bars_v = [r["value"]] + ([r["max"]] if r.get("max") else [])
+        a2.bar(range(len(bars_v)), bars_v, color=["tab:blue", "tab:cyan"][: len(bars_v)])
+        for i, v in enumerate(bars_v):
+            a2.text(i, v, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
+        a2.set_xticks(range(len(bars_v)))
+        a2.set_xticklabels(["median", "p99"][: len(bars_v)])
+        reference_lines(a2, [(1.0, "target 1 us")])
+        a2.set_ylim(0, max(bars_v + [1.0]) * 1.25)
+    a2.set_ylabel("us")
+    a2.set_title("post to doorbell, 1 thread, 1 WQE", fontsize=10)
+    a2.grid(True, axis="y", alpha=0.3)
+    fig.suptitle("verbs_gpu posting on one GPU, against the software NIC model (drain-only), not a real NIC")
+    save(fig, out, "verbs_posting")
 
 
 def main():
@@ -120,11 +196,12 @@ def main():
             for scope in ("thread", "warp", "block"):
                 lines_by_size(sel(case=case, variant=variant, scope=scope), a.out, f"{case}_{variant}_{scope}",
                               f"{case} {variant}, {scope} scope (grid barrier per iteration)", "GB/s",
-                              lambda r: (r["library"], f"{r['ctas']:>3} CTA"), ce_ref if variant == "uni" else ())
+                              lambda r: (r["library"], f"{r['ctas']:>3} CTA"), ce_ref if variant == "uni" else (),
+                              zoom_from=1 << 20)
     sm = sel(case="sm_store")
     if sm:
-        bars(sm, a.out, "sm_store", "raw SM stores into peer memory (1 GiB or largest)", "GB/s",
-             lambda r: (r["variant"], r["ctas"]))
+        bars(sm, a.out, "sm_store", "raw SM stores into peer memory (largest size)", "GB/s",
+             lambda r: (r["variant"], r["ctas"]), choose=lambda rs: max(rs, key=lambda r: r["size"]))
     for case, unit in (("put_latency", "us"), ("put_signal_pingpong", "us one way")):
         for scope in ("thread", "warp", "block"):
             refs = []
@@ -132,18 +209,19 @@ def main():
             if case == "put_signal_pingpong" and fp:
                 refs = [(min(fp), f"flag ping-pong {min(fp):.2f} us")]
             lines_by_size(sel(case=case, scope=scope), a.out, f"{case}_{scope}", f"{case}, {scope} scope", unit,
-                          lambda r: (r["library"],), refs)
+                          lambda r: (r["library"],), refs, logy=True)
     lines_by_size(sel(case="p_latency"), a.out, "p_latency", "p + quiet (1 CTA, 512 threads)", "us",
-                  lambda r: (r["library"],))
+                  lambda r: (r["library"],), logy=True)
     bars(sel(case="atomic_latency"), a.out, "atomic_latency", "atomic latency (uint64, 1 thread)", "us",
          lambda r: (r["variant"],))
     lines_by_size(sel(case="atomic_rate"), a.out, "atomic_rate", "non-fetching atomic rate (add)", "Mops/s",
-                  lambda r: (r["library"], f"{r['ctas']:>3} CTA"))
+                  lambda r: (r["library"], f"{r['ctas']:>3} CTA"), logy=True)
     bars(sel(case="barrier"), a.out, "barrier", "barrier latency", "us", lambda r: (f"{r['npes']} PEs", r["scope"]))
     lines_by_size(sel(case="all_reduce"), a.out, "all_reduce", "all_reduce (float sum) in a CUDA graph", "us per call",
-                  lambda r: (r["library"], f"{r['npes']} PEs"))
+                  lambda r: (r["library"], f"{r['npes']} PEs"), logy=True)
     lines_by_size(sel(case="ce_copy"), a.out, "ce_copy", "copy engine (cudaMemcpyPeerAsync)", "GB/s",
-                  lambda r: (r["library"], r["variant"]))
+                  lambda r: (r["library"], r["variant"]), zoom_from=1 << 20)
+    verbs(sel(case="verbs_posting_rate"), sel(case="verbs_post_to_doorbell_latency"), a.out)
 
 
 if __name__ == "__main__":

@@ -5,17 +5,24 @@ Standard library only (the GPU machine may lack anything else). Called by script
   report.py --rows rows.jsonl --status status.jsonl --machine machine.json --topo topo.txt
             --driver driver.txt --command "scripts/bench.sh ..." --gpus N --quick 0|1 --seconds S
             --out benchmarks/results/<stem>
+  report.py verbs-rows --json verbs.json --rc RC [--note TEXT]   # bench_verbs_posting's JSON as rows
+Then, by hand, the results section of docs/benchmarks.md (headline table and plots):
+  report.py docs --results benchmarks/results/<stem>.json [--out docs/benchmarks.md]
 """
 import argparse
 import datetime
 import json
 import os
+import sys
 from collections import defaultdict
 
 LIBS = ["gpucomm", "nvshmem", "nccl", "cuda"]
+VERBS_CASES = ("verbs_posting_rate", "verbs_post_to_doorbell_latency")
+VERBS_SCOPES = ["thread", "warp", "block", "gpu"]
+NIC_MODEL_NOTE = ("Measured against gpucomm's software NIC model as a drain-only consumer (it reads doorbells and "
+                  "completes everything without touching the WQEs), on one GPU: what posting costs the GPU, not what "
+                  "a real NIC sustains.")
 
-# Targets from the issue (H200, NV18), with the reference each stands next to.
-# (label, selector, op, target, unit, reference)
 def load_jsonl(path):
     out = []
     if path and os.path.exists(path):
@@ -76,49 +83,102 @@ def fmt(v, unit=""):
     return s + (f" {unit}" if unit else "")
 
 
+def fmt_rate(v):
+    """WQEs/s (or any per-second count) in M/s."""
+    return "n/a" if v is None else fmt(v / 1e6, "M WQEs/s")
+
+
+class Line:
+    """One line of the headline table: gpucomm's value, the peer's, the reference and the target."""
+
+    def __init__(self, what, g, peer=None, peer_name="NVSHMEM", ref="", target=None, higher=True, unit="",
+                 g_where="", peer_where="", fmt_value=None, fmt_target=None):
+        self.what, self.g, self.peer, self.peer_name = what, g, peer, peer_name
+        self.ref, self.target, self.higher, self.unit = ref, target, higher, unit
+        self.g_where, self.peer_where = g_where, peer_where
+        self.fmt_value = fmt_value or (lambda v: fmt(v, unit))
+        self.fmt_target = fmt_target or (lambda v: f"{v:g} {unit}")
+
+    def g_txt(self):
+        return self.fmt_value(self.g) + self.g_where
+
+    def peer_txt(self):
+        if self.peer is None and self.peer_name is None:
+            return ""
+        return self.fmt_value(self.peer) + self.peer_where + (f" ({self.peer_name})" if self.peer_name != "NVSHMEM" else "")
+
+    def ratio(self):
+        """gpucomm against the peer, > 1 when gpucomm is better: g/peer for rates, peer/g for latencies."""
+        if self.g is None or self.peer is None or self.g <= 0 or self.peer <= 0:
+            return None
+        return self.g / self.peer if self.higher else self.peer / self.g
+
+    def ratio_txt(self):
+        x = self.ratio()
+        if x is None:
+            return ""
+        return f"{x:.2f}x" + (f" (vs {self.peer_name})" if self.peer_name != "NVSHMEM" else "")
+
+    def target_txt(self):
+        if self.target is None:
+            return ""
+        return (">= " if self.higher else "<= ") + self.fmt_target(self.target)
+
+    def verdict(self):
+        if self.target is None:
+            return ""
+        if self.g is None:
+            return "not measured"
+        if (self.g >= self.target) if self.higher else (self.g <= self.target):
+            return "met"
+        return "MISSED by " + self.fmt_value(abs(self.target - self.g))
+
+    def cells(self):
+        return [self.what, self.g_txt(), self.peer_txt(), self.ratio_txt(), self.ref, self.target_txt(), self.verdict()]
+
+
+HEADLINE_HEAD = ["what", "gpucomm", "NVSHMEM (or NCCL)", "gpucomm vs peer (> 1: gpucomm better)",
+                 "physical reference", "target", "result"]
+
+
 def headline(rows):
-    """(what, gpucomm, nvshmem/nccl, physical reference, target, pass) lines."""
+    """The issue's targets (H200, NV18) as Lines, each next to the peer and the physical reference."""
     r = ok(rows)
     lines = []
-
-    def check(value, target, higher):
-        if value is None:
-            return "not measured"
-        good = value >= target if higher else value <= target
-        return "met" if good else "MISSED"
-
-    def bw(lib, variant, ctas=None, min_size=0):
-        return best(pick(r, case="put_bw", library=lib, scope="block", variant=variant),
-                    where=lambda x: (ctas is None or x["ctas"] == ctas) and x["size"] >= min_size)
 
     def val(x):
         return x["value"] if x else None
 
     def where_txt(x):
-        return f" ({x['ctas']} CTAs, {fmt_size(x['size'])})" if x else ""
+        return f" ({x['ctas']} CTA{'' if x['ctas'] == 1 else 's'}, {fmt_size(x['size'])})" if x else ""
+
+    def bw(lib, variant, ctas=None, min_size=0):
+        return best(pick(r, case="put_bw", library=lib, scope="block", variant=variant),
+                    where=lambda x: (ctas is None or x["ctas"] == ctas) and x["size"] >= min_size)
+
+    def worst_from(lib, min_size):
+        """The worst point at >= min_size with the grid whose best point there is highest."""
+        top = bw(lib, "uni", min_size=min_size)
+        if not top:
+            return None
+        pts = [x for x in pick(r, case="put_bw", library=lib, scope="block", variant="uni", ctas=top["ctas"])
+               if x["size"] >= min_size]
+        return min(pts, key=lambda x: x["value"]) if pts else None
 
     ce = best(pick(r, case="ce_copy", variant="uni"))
     sm = {c: best(pick(r, case="sm_store", variant="store-uni", ctas=c)) for c in (1, 4, 8, 16, 132)}
-    g = bw("gpucomm", "uni", min_size=16 << 20)
-    n = bw("nvshmem", "uni", min_size=16 << 20)
-    # >= 365 GB/s from 16 MiB: the worst gpucomm point at >= 16 MiB with the best grid.
-    g_from16 = None
-    if g:
-        pts = [x for x in pick(r, case="put_bw", library="gpucomm", scope="block", variant="uni", ctas=g["ctas"])
-               if x["size"] >= 16 << 20]
-        g_from16 = min(pts, key=lambda x: x["value"]) if pts else None
-    lines.append(("put_bw uni, block, >= 16 MiB (worst size at best grid)", fmt(val(g_from16), "GB/s") + where_txt(g_from16),
-                  fmt(val(n), "GB/s") + where_txt(n), f"CE {fmt(val(ce), 'GB/s')}", ">= 365 GB/s",
-                  check(val(g_from16), 365, True)))
-    gb = bw("gpucomm", "bidir")
-    nb = bw("nvshmem", "bidir")
-    lines.append(("put_bw bidir, block, best", fmt(val(gb), "GB/s") + where_txt(gb), fmt(val(nb), "GB/s") + where_txt(nb),
-                  "", ">= 730 GB/s", check(val(gb), 730, True)))
+    g16, n16 = worst_from("gpucomm", 16 << 20), worst_from("nvshmem", 16 << 20)
+    lines.append(Line("put_bw uni, block, >= 16 MiB (worst size at the best grid)", val(g16), val(n16),
+                      ref=f"CE {fmt(val(ce), 'GB/s')}", target=365, unit="GB/s", g_where=where_txt(g16),
+                      peer_where=where_txt(n16)))
+    gb, nb = bw("gpucomm", "bidir"), bw("nvshmem", "bidir")
+    lines.append(Line("put_bw bidir, block, best", val(gb), val(nb), target=730, unit="GB/s", g_where=where_txt(gb),
+                      peer_where=where_txt(nb)))
     for c, t in ((1, 50), (4, 200)):
         gx, nx = bw("gpucomm", "uni", ctas=c), bw("nvshmem", "uni", ctas=c)
-        lines.append((f"put_bw uni, block, {c} CTA(s), best size", fmt(val(gx), "GB/s") + where_txt(gx),
-                      fmt(val(nx), "GB/s") + where_txt(nx), f"SM store {fmt(val(sm.get(c)), 'GB/s')}", f">= {t} GB/s",
-                      check(val(gx), t, True)))
+        lines.append(Line(f"put_bw uni, block, {c} CTA{'' if c == 1 else 's'}, best size", val(gx), val(nx),
+                          ref=f"SM store {fmt(val(sm.get(c)), 'GB/s')}", target=t, unit="GB/s", g_where=where_txt(gx),
+                          peer_where=where_txt(nx)))
 
     def lat(case, lib, **kw):
         return best(pick(r, case=case, library=lib, **kw), key=min)
@@ -126,28 +186,44 @@ def headline(rows):
     fp = best(pick(r, case="flag_pingpong"), key=min)
     gp = lat("put_signal_pingpong", "gpucomm", scope="thread", size=8)
     npp = lat("put_signal_pingpong", "nvshmem", scope="thread", size=8)
-    lines.append(("put_signal ping-pong one way, thread, 8 B", fmt(val(gp), "us"), fmt(val(npp), "us"),
-                  f"flag {fmt(val(fp), 'us')}", "<= 1.35 us", check(val(gp), 1.35, False)))
-    gpl = lat("p_latency", "gpucomm", size=4)
-    npl = lat("p_latency", "nvshmem", size=4)
-    lines.append(("p + quiet, 4 B", fmt(val(gpl), "us"), fmt(val(npl), "us"), "", "<= 0.9 us", check(val(gpl), 0.9, False)))
+    lines.append(Line("put_signal ping-pong one way, thread, 8 B", val(gp), val(npp), ref=f"flag {fmt(val(fp), 'us')}",
+                      target=1.35, higher=False, unit="us"))
+    gpl, npl = lat("p_latency", "gpucomm", size=4), lat("p_latency", "nvshmem", size=4)
+    lines.append(Line("p + quiet, 4 B", val(gpl), val(npl), target=0.9, higher=False, unit="us"))
     ga = lat("atomic_latency", "gpucomm", variant="fetch_add")
     na = lat("atomic_latency", "nvshmem", variant="fetch_add")
-    lines.append(("fetch_add latency", fmt(val(ga), "us"), fmt(val(na), "us"), "", "<= 0.93 us", check(val(ga), 0.93, False)))
+    lines.append(Line("fetch_add latency", val(ga), val(na), target=0.93, higher=False, unit="us"))
     for pes, t in ((2, 1.5), (4, 2.0)):
-        gbar = lat("barrier", "gpucomm", npes=pes)
-        nbar = lat("barrier", "nvshmem", npes=pes)
-        lines.append((f"barrier, {pes} PEs (best scope)", fmt(val(gbar), "us") + (f" ({gbar['scope']})" if gbar else ""),
-                      fmt(val(nbar), "us") + (f" ({nbar['scope']})" if nbar else ""), "", f"<= {t} us",
-                      check(val(gbar), t, False)))
+        gbar, nbar = lat("barrier", "gpucomm", npes=pes), lat("barrier", "nvshmem", npes=pes)
+        lines.append(Line(f"barrier, {pes} PEs (best scope)", val(gbar), val(nbar), target=t, higher=False, unit="us",
+                          g_where=f" ({gbar['scope']})" if gbar else "", peer_where=f" ({nbar['scope']})" if nbar else ""))
     for pes in (2, 4):
         for size in (8, 64 << 10):
             gar = lat("all_reduce", "gpucomm", npes=pes, size=size)
             nar = lat("all_reduce", "nccl", npes=pes, size=size)
             if gar or nar:
-                lines.append((f"all_reduce in a graph, {pes} PEs, {fmt_size(size)}", fmt(val(gar), "us"),
-                              fmt(val(nar), "us") + " (NCCL)", "", "", ""))
+                lines.append(Line(f"all_reduce in a graph, {pes} PEs, {fmt_size(size)}", val(gar), val(nar),
+                                  peer_name="NCCL", higher=False, unit="us"))
+    # verbs_gpu against the software NIC model (drain-only): what posting costs the GPU, no NIC.
+    nic = "software NIC model (drain-only), not a real NIC"
+    gr = best(pick(r, case="verbs_posting_rate", library="gpucomm", scope="gpu"))
+    if gr or pick(rows, case="verbs_posting_rate"):
+        lines.append(Line("verbs_gpu posting rate, whole GPU, warps batching 32 WQEs, QP per warp", val(gr),
+                          peer_name=None, ref=nic, target=400e6, fmt_value=fmt_rate,
+                          fmt_target=lambda v: f"{v / 1e6:g} M WQEs/s"))
+    gl = lat("verbs_post_to_doorbell_latency", "gpucomm", scope="thread")
+    if gl or pick(rows, case="verbs_post_to_doorbell_latency"):
+        p99 = f" (p99 {fmt(gl['max'], 'us')})" if gl and gl.get("max") else ""
+        lines.append(Line("verbs_gpu post to doorbell, 1 thread, 1 WQE, median", val(gl), peer_name=None, ref=nic,
+                          target=1.0, higher=False, unit="us", g_where=p99))
     return lines
+
+
+def headline_md(rows):
+    out = ["| " + " | ".join(HEADLINE_HEAD) + " |", "|" + "---|" * len(HEADLINE_HEAD)]
+    for line in headline(rows):
+        out.append("| " + " | ".join(line.cells()) + " |")
+    return out
 
 
 def vs_nvshmem(rows):
@@ -171,38 +247,250 @@ def tables(rows):
     """One markdown table per (case, variant, scope, npes, metric): sizes down, (ctas, library) across."""
     groups = defaultdict(list)
     for x in ok(rows):
-        groups[(x["case"], x.get("variant", ""), x.get("scope", ""), x.get("npes", 2), x["metric"], x["unit"])].append(x)
+        if x["case"] in VERBS_CASES:  # a handful of points: one table, a line per scope and variant
+            groups[(x["case"], "", "", x.get("npes", 1), x["metric"], x["unit"])].append(x)
+        else:
+            groups[(x["case"], x.get("variant", ""), x.get("scope", ""), x.get("npes", 2), x["metric"], x["unit"])].append(x)
     order = ["put_bw", "get_bw", "put_latency", "p_latency", "atomic_latency", "atomic_rate", "put_signal_pingpong",
-             "barrier", "all_reduce", "ce_copy", "sm_store", "flag_pingpong"]
+             "barrier", "all_reduce", "verbs_posting_rate", "verbs_post_to_doorbell_latency", "ce_copy", "sm_store",
+             "flag_pingpong"]
     keys = sorted(groups, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1], k[2], k[3]))
     out = []
     for k in keys:
         case, variant, scope, npes, metric, unit = k
         g = groups[k]
         cols = sorted({(x["ctas"], x["library"]) for x in g}, key=lambda c: (c[0], LIBS.index(c[1]) if c[1] in LIBS else 9))
-        if case in ("atomic_latency", "barrier", "flag_pingpong"):
+        by_point = case in ("atomic_latency", "barrier", "flag_pingpong") or case in VERBS_CASES
+        if case in VERBS_CASES:
+            cols = sorted({(0, x["library"]) for x in g})
+            row_key = lambda x: f"{x.get('scope', '')} {x.get('variant', '')}".strip()
+        elif by_point:
             row_key = lambda x: x.get("variant", "") if case != "barrier" else x.get("scope", "")
         else:
             row_key = lambda x: x["size"]
+        scale = 1e6 if unit == "WQEs/s" else 1
         cells = defaultdict(dict)
         for x in g:
-            cells[row_key(x)][(x["ctas"], x["library"])] = x["value"]
-        title = f"### {case}" + "".join(f" · {t}" for t in (variant, scope) if t) + f" · {npes} PEs · {metric} ({unit})"
+            cells[row_key(x)][(0 if case in VERBS_CASES else x["ctas"], x["library"])] = x["value"] / scale
+        shown_unit = "M WQEs/s" if scale != 1 else unit
+        pes = "1 GPU" if case in VERBS_CASES else f"{npes} PEs"
+        title = f"### {case}" + "".join(f" · {t}" for t in (variant, scope) if t) + f" · {pes} · {metric} ({shown_unit})"
         out.append(title)
         out.append("")
+        if case in VERBS_CASES:
+            out.append(NIC_MODEL_NOTE)
+            out.append("")
         multi_cta = len({c[0] for c in cols}) > 1
-        head = ["size" if row_key is not None and case not in ("atomic_latency", "barrier", "flag_pingpong") else "point"]
+        head = ["point" if by_point else "size"]
         head += [f"{lib} {ct} CTA" if multi_cta else lib for ct, lib in cols]
         out.append("| " + " | ".join(head) + " |")
         out.append("|" + "---|" * len(head))
-        for rk in sorted(cells, key=lambda v: (isinstance(v, str), v)):
+        def order_key(v):
+            if case in VERBS_CASES:  # thread, warp, block, gpu
+                first = v.split(" ")[0]
+                return (VERBS_SCOPES.index(first) if first in VERBS_SCOPES else 9, v)
+            return (isinstance(v, str), v)
+
+        for rk in sorted(cells, key=order_key):
             label = fmt_size(rk) if isinstance(rk, int) else str(rk)
             out.append("| " + " | ".join([label] + [fmt(cells[rk].get(c)) if c in cells[rk] else "" for c in cols]) + " |")
         out.append("")
     return out
 
 
+# ---- verbs-rows: bench_verbs_posting's JSON as rows -----------------------------------------------
+
+# bench_verbs_posting's cases: name -> (scope, variant, CTAs, threads per CTA); "gpu" runs 2 CTAs per SM.
+VERBS_SHAPES = {
+    "thread_ring_every_wqe": ("thread", "ring every WQE", 1, 1),
+    "thread_batched_32": ("thread", "doorbell every 32 WQEs (deferred)", 1, 1),
+    "warp_batch_32": ("warp", "batch 32", 1, 32),
+    "block_256_batch_256": ("block", "256 threads, batch 256", 1, 256),
+    "gpu_warps_qp_per_warp": ("gpu", "warps batching 32, QP per warp", -2, 256),
+}
+
+
+def verbs_rows(doc, rc, run_note=""):
+    """Rows (the harness's schema) from bench_verbs_posting's JSON; one error row when there is none."""
+    base = {"library": "gpucomm", "transport": "verbs_gpu, NIC model drain-only", "npes": 1, "size": 0,
+            "grid_barrier": False, "min": None, "max": None}
+    if not doc:
+        why = run_note if run_note and run_note != "ok" else f"exit status {rc}"
+        return [dict(base, case="verbs_posting_rate", variant="", scope="", ctas=0, threads=0, metric="rate", value=0,
+                     unit="WQEs/s", iterations=0, repetitions=0, status="error",
+                     note=f"bench_verbs_posting wrote no results ({why}; see the log)")]
+    sms = int(doc.get("sms", 0))
+    failed = int(doc.get("failed_posts", 0))
+    status = "ok" if failed == 0 else "error"
+    caveat = f"{doc.get('consumer', 'nic_model drain_only')}, not a real NIC"
+    if failed:
+        caveat += f"; {failed} posts failed, so the value below is not a posting rate"
+    out = []
+    for x in doc.get("rate", []):
+        name = x.get("case", "")
+        scope, variant, ctas, threads = VERBS_SHAPES.get(name, (name.split("_")[0], name, 0, 0))
+        if ctas < 0:
+            ctas = -ctas * sms
+        out.append(dict(base, case="verbs_posting_rate", variant=variant, scope=scope, ctas=ctas, threads=threads,
+                        metric="rate", value=float(x.get("wqes_per_second", 0)), unit="WQEs/s",
+                        iterations=int(x.get("wqes", 0)), repetitions=6, status=status,
+                        note=f"{name}: median of 6 runs (after 1 warm-up) of {x.get('wqes')} WQEs; {caveat}"))
+    lat = doc.get("post_to_doorbell_ns")
+    if lat:
+        out.append(dict(base, case="verbs_post_to_doorbell_latency", variant="single WQE", scope="thread", ctas=1,
+                        threads=1, metric="latency", value=lat["median"] / 1e3, max=lat["p99"] / 1e3, unit="us",
+                        iterations=int(lat.get("samples", 0)), repetitions=1, status=status,
+                        note=f"%globaltimer from reserve to doorbell store, median of {lat.get('samples')} posts "
+                             f"(max = p99); {caveat}"))
+    if rc not in (0, 3) and out:
+        for x in out:
+            x["note"] += f"; the binary then exited with status {rc}"
+    return out
+
+
+def verbs_rows_main(argv):
+    ap = argparse.ArgumentParser(prog="report.py verbs-rows",
+                                 description="print bench_verbs_posting's JSON as JSON-lines rows")
+    ap.add_argument("--json", required=True, help="the file bench_verbs_posting wrote (may be missing)")
+    ap.add_argument("--rc", type=int, default=0, help="its exit status")
+    ap.add_argument("--note", default="", help="what the driver saw (e.g. 'timed out after 60s')")
+    a = ap.parse_args(argv)
+    doc = None
+    try:
+        with open(a.json) as f:
+            doc = json.load(f)
+    except (OSError, json.JSONDecodeError):
+        doc = None
+    for x in verbs_rows(doc, a.rc, a.note):
+        print(json.dumps(x))
+
+
+# ---- docs: the results section of docs/benchmarks.md ---------------------------------------------
+
+DOCS_BEGIN = "<!-- BEGIN generated results: benchmarks/report.py docs; edits between these lines are overwritten -->"
+DOCS_END = "<!-- END generated results -->"
+
+# (section, [(plot name, caption)]): embedded in this order when the PNG exists; others are linked.
+DOCS_PLOTS = [
+    ("Bandwidth", [
+        ("put_bw_uni_block", "put_bw, PE 0 -> 1, block scope, each CTA count, with the copy-engine line"),
+        ("put_bw_bidir_block", "put_bw, both directions (GB/s summed), block scope"),
+        ("get_bw_uni_block", "get_bw, PE 0 <- 1, block scope"),
+        ("put_bw_uni_warp", "put_bw, PE 0 -> 1, warp scope"),
+        ("put_bw_uni_thread", "put_bw, PE 0 -> 1, thread scope"),
+    ]),
+    ("Latency", [
+        ("put_signal_pingpong_thread", "put_signal ping-pong, one way, thread scope, with the flag ping-pong line"),
+        ("put_latency_thread", "put_nbi + quiet, thread scope"),
+        ("p_latency", "p + quiet"),
+        ("atomic_latency", "atomic latency"),
+        ("atomic_rate", "non-fetching atomic rate"),
+    ]),
+    ("Synchronisation and collectives", [
+        ("barrier", "barrier on 2 and 4 PEs"),
+        ("all_reduce", "all_reduce in a CUDA graph: gpucomm and NCCL"),
+    ]),
+    ("verbs_gpu posting (software NIC model, drain-only)", [
+        ("verbs_posting", "WQEs posted per second by scope, and post-to-doorbell latency"),
+    ]),
+    ("Physical references", [
+        ("ce_copy", "copy engine (cudaMemcpyPeerAsync)"),
+        ("sm_store", "plain SM stores into peer memory"),
+    ]),
+]
+
+
+def rel(path, start_dir):
+    return os.path.relpath(os.path.abspath(path), os.path.abspath(start_dir)).replace(os.sep, "/")
+
+
+def docs_section(results_path, out_path):
+    """The generated results section: the run, the headline table, the plots, as links relative to out_path."""
+    with open(results_path) as f:
+        doc = json.load(f)
+    rows = doc.get("rows", [])
+    here = os.path.dirname(os.path.abspath(out_path))
+    stem = results_path[:-5] if results_path.endswith(".json") else results_path
+    m = doc.get("machine", {})
+    gpus = m.get("gpu_count_used") or m.get("gpu_count_visible") or "?"
+    src = rel(results_path, here)
+    cmd = f"python3 benchmarks/report.py docs --results {rel(results_path, '.')} --out {rel(out_path, '.')}"
+    md = [DOCS_BEGIN, f"<!-- regenerate: {cmd} -->", ""]
+    md.append(f"### {m.get('gpu_name', 'unknown GPU')} x {gpus}, {doc.get('date', '')[:10]} ({doc.get('mode', '')} sweep)")
+    md.append("")
+    links = [f"[`{os.path.basename(stem)}.json`]({src}) (every row, the machine)"]
+    if os.path.exists(stem + ".md"):
+        links.insert(0, f"[`{os.path.basename(stem)}.md`]({rel(stem + '.md', here)}) (every table, errors)")
+    md.append("Source: " + ", ".join(links) + ".")
+    md.append(f"Command `{doc.get('command', '').strip()}`; driver {m.get('driver_version') or 'n/a'}, CUDA runtime "
+              f"{m.get('cuda_runtime_version')}; NVLink multicast off; gpucomm `comm<NVLinkStore>`.")
+    md.append("")
+    md.extend(headline_md(rows))
+    md.append("")
+    total, below = vs_nvshmem(rows)
+    if total:
+        md.append(f"put_bw (block scope): gpucomm is below NVSHMEM at {len(below)} of {total} points compared "
+                  "(listed in the results `.md`).")
+    bad = [x for x in rows if x.get("status") != "ok"]
+    failed_runs = [x for x in doc.get("runs", []) if str(x.get("rc")) != "0"]
+    if bad or failed_runs:
+        cases = sorted({f"{x.get('library')} {x.get('case')}" for x in bad})
+        md.append(f"Not measured: {len(bad)} points ({', '.join(cases) or 'none'}), {len(failed_runs)} runs with a "
+                  "non-zero exit status; see the results `.md`.")
+    md.append("")
+    plots = stem + "-plots"
+    shown = set()
+    if os.path.isdir(plots):
+        for section, items in DOCS_PLOTS:
+            present = [(n, c) for n, c in items if os.path.exists(os.path.join(plots, n + ".png"))]
+            if not present:
+                continue
+            md.append(f"#### {section}")
+            md.append("")
+            for n, c in present:
+                md.append(f"![{c}]({rel(os.path.join(plots, n + '.png'), here)})")
+                md.append("")
+                shown.add(n)
+        others = sorted(f[:-4] for f in os.listdir(plots) if f.endswith(".png") and f[:-4] not in shown)
+        if others:
+            md.append("Other plots: " + ", ".join(f"[{n}]({rel(os.path.join(plots, n + '.png'), here)})"
+                                                  for n in others) + ".")
+            md.append("")
+    else:
+        md.append(f"(No plots: `{rel(plots, '.')}/` does not exist; run benchmarks/plot.py.)")
+        md.append("")
+    md.append(DOCS_END)
+    return "\n".join(md) + "\n"
+
+
+def docs_main(argv):
+    ap = argparse.ArgumentParser(prog="report.py docs",
+                                 description="write the results section (headline table, plots) of a docs page")
+    ap.add_argument("--results", required=True, help="benchmarks/results/<stem>.json (its -plots/ beside it)")
+    ap.add_argument("--out", default="docs/benchmarks.md",
+                    help="the page: the text between its BEGIN/END generated-results markers is replaced; a file "
+                         "that does not exist is created with the section alone")
+    a = ap.parse_args(argv)
+    section = docs_section(a.results, a.out)
+    if os.path.exists(a.out):
+        with open(a.out) as f:
+            page = f.read()
+        i, j = page.find(DOCS_BEGIN), page.find(DOCS_END)
+        if i < 0 or j < i:
+            raise SystemExit(f"{a.out} has no '{DOCS_BEGIN}' ... '{DOCS_END}' markers; not overwriting it")
+        page = page[:i] + section.rstrip("\n") + page[j + len(DOCS_END):]
+    else:
+        page = section
+    with open(a.out, "w") as f:
+        f.write(page)
+    print(f"wrote the results section of {a.out} from {a.results}")
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "verbs-rows":
+        return verbs_rows_main(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "docs":
+        return docs_main(sys.argv[2:])
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", required=True)
     ap.add_argument("--status", default="")
@@ -261,10 +549,7 @@ def main():
     md.append("")
     md.append("## Headline figures and targets")
     md.append("")
-    md.append("| what | gpucomm | NVSHMEM / NCCL | physical reference | target | |")
-    md.append("|---|---|---|---|---|---|")
-    for line in headline(rows):
-        md.append("| " + " | ".join(line) + " |")
+    md.extend(headline_md(rows))
     md.append("")
     total, below = vs_nvshmem(rows)
     md.append(f"put_bw (block scope) points where gpucomm is below NVSHMEM: {len(below)} of {total} compared.")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run gpucomm's benchmark suite on this machine's GPUs, with the raw CUDA references and every peer
-# library found (NVSHMEM, NCCL), in one go:
+# Run gpucomm's benchmark suite on this machine's GPUs, with the raw CUDA references, every peer
+# library found (NVSHMEM, NCCL) and the verbs_gpu posting benchmark (GPU 0, software NIC model),
+# in one go:
 #   scripts/bench.sh [--quick] [--gpus N] [--budget-s S] [--skip-build]
 # Writes benchmarks/results/<date>-<gpu>-<n>gpu.{json,md} (+ -plots/*.png when matplotlib is there),
 # and copies them to $OUT when it is set. Every case runs in its own process under a timeout, so a
@@ -64,6 +65,7 @@ record() {  # record CASE LIBRARY NPES RC SECONDS NOTE
 # ---- build -------------------------------------------------------------------------------------------
 build=build-bench
 have() { [ -x "$build/benchmarks/$1" ]; }
+python=$(command -v python3 || command -v python || true)
 if [ $skip_build = 0 ]; then
   nvcc=$(gpucomm_find_nvcc 2>/dev/null || echo nvcc)
   generator=()
@@ -74,7 +76,7 @@ if [ $skip_build = 0 ]; then
     grep 'gpucomm benchmarks:' "$work/configure.log"
     # Each target on its own, so one that does not build leaves the others. Peer targets exist only
     # when the peer was found (the configure lines above say which).
-    for t in bench_gpucomm bench_cuda bench_nvshmem bench_nccl; do
+    for t in bench_gpucomm bench_cuda bench_nvshmem bench_nccl bench_verbs_posting; do
       if cmake --build "$build" --target "$t" -j "$(nproc)" >>"$work/build.log" 2>&1; then
         echo "built $t"
       else
@@ -127,6 +129,38 @@ if command -v mpirun >/dev/null 2>&1; then
 fi
 nvshmem_ok() { have bench_nvshmem && [ ${#mpi[@]} -gt 0 ]; }
 
+# verbs_gpu posting rate and post-to-doorbell latency: one GPU (0), the software NIC model as a
+# drain-only consumer (no NIC involved). Its own JSON becomes rows through report.py verbs-rows; a
+# failure or a timeout becomes an error row, and the sweep goes on.
+run_verbs() {
+  local limit=$1 left; left=$(remaining)
+  if [ "$left" -lt 15 ]; then
+    echo "skip gpucomm verbs_posting: time budget spent"
+    record verbs_posting gpucomm 1 -1 0 "not run: time budget spent"
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "== gpucomm verbs_posting (GPU 0, NIC model drain-only, limit ${limit}s)"
+  local t0; t0=$(date +%s)
+  rm -f "$work/verbs.json"
+  timeout -k 5 "$limit" "$build/benchmarks/verbs_gpu/bench_verbs_posting" "$work/verbs.json" 0 >>"$log" 2>&1
+  local rc=$?
+  local took=$(( $(date +%s) - t0 ))
+  local note=ok
+  [ $rc = 124 ] || [ $rc = 137 ] && note="timed out after ${limit}s"
+  [ $rc = 3 ] && note="some posts failed (see the rows)"
+  [ $rc != 0 ] && [ "$note" = ok ] && note="exit status $rc"
+  echo "   rc=$rc ${took}s $note"
+  record verbs_posting gpucomm 1 "$rc" "$took" "$note"
+  if [ -n "$python" ]; then
+    "$python" benchmarks/report.py verbs-rows --json "$work/verbs.json" --rc "$rc" --note "$note" >>"$rows" \
+      || echo "   report.py verbs-rows failed"
+  fi
+}
+if [ "$gpus" -ge 1 ] && have verbs_gpu/bench_verbs_posting; then
+  run_verbs "$([ $quick = 1 ] && echo 45 || echo 60)"
+fi
+
 if [ "$gpus" -lt 2 ]; then
   echo "fewer than 2 GPUs ($gpus): nothing to measure"
   record all none "$gpus" -1 0 "fewer than 2 GPUs"
@@ -160,7 +194,6 @@ else
 fi
 
 # ---- report --------------------------------------------------------------------------------------------
-python=$(command -v python3 || command -v python || true)
 if [ -n "$python" ]; then
   "$python" benchmarks/report.py --rows "$rows" --status "$status" --machine "$machine" --topo "$work/topo.txt" \
     --driver "$work/driver.txt" --command "$command_line" --gpus "$gpus" --quick "$quick" \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU round on a machine with GPUs: configure and build, run the demo and the examples,
 # the GPU tests on every GPU count asked in both process modes (one process owning the GPUs, and
-# one process per GPU under mpirun), compute-sanitizer over the [sanitize] subset, and optionally
+# one process per GPU under mpirun), compute-sanitizer over the [sanitize] subset and the verbs_gpu tests, and optionally
 # the benchmark suite. Each step's log and a summary go to $OUT (default ./gpu-round-out):
 # summary.txt and gpu-round-logs.tgz.
 #
@@ -97,7 +97,7 @@ if has_step sanitize; then
   export CUDA_VISIBLE_DEVICES=0,1
   [ "$ngpu" -lt 2 ] && export CUDA_VISIBLE_DEVICES=0
   for tool in memcheck racecheck synccheck; do
-    run "sanitize-$tool" compute-sanitizer --tool $tool --error-exitcode 1 $tests_bin "[sanitize]"
+    run "sanitize-$tool" compute-sanitizer --tool $tool --error-exitcode 1 $tests_bin "[sanitize],[verbs]"
   done
   unset CUDA_VISIBLE_DEVICES
 fi

@@ -1,6 +1,11 @@
 // bench_nccl: NCCL's all_reduce latency the way it is used in low-latency inference, K calls
 // captured in a CUDA graph (nccl-tests -G), one process over GPUs 0..npes-1 (ncclCommInitAll),
 // float sum; time per call. It stands next to gpucomm's all_reduce case.
+//
+// Capture follows nccl-tests: uncaptured warm-up calls first (NCCL sets up connections and
+// per-size resources on first use, with calls a capturing thread may not make; captured with no
+// warm-up, every size failed with cudaErrorStreamCaptureUnsupported), then one thread-local
+// capture per GPU's stream, the per-GPU calls of each all-reduce in one ncclGroupStart/End.
 //   bench_nccl --case all_reduce --npes 4 --out rows.jsonl [--quick] [--budget-s S]
 #include <nccl.h>
 
@@ -58,6 +63,128 @@ struct graph_exec_deleter {
 };
 using graph_exec = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, graph_exec_deleter>;
 
+std::string cuda_text(cudaError_t rc) { return std::string(cudaGetErrorName(rc)) + " (" + cudaGetErrorString(rc) + ")"; }
+
+/// One float-sum all-reduce of `n` elements on every GPU, the per-GPU calls in one NCCL group (one
+/// thread drives all GPUs, so without the group the first call would wait for the others). The
+/// group is always closed, even when a call in it fails.
+ncclResult_t grouped_all_reduce(communicators const& c, std::vector<bench::device_buffer<float>> const& in,
+                                std::vector<bench::device_buffer<float>> const& out, std::size_t n) {
+  if (ncclResult_t const rc = ncclGroupStart(); rc != ncclSuccess) return rc;
+  ncclResult_t rc = ncclSuccess;
+  for (std::size_t d = 0; d < c.comms.size() && rc == ncclSuccess; ++d)
+    rc = ncclAllReduce(in[d].get(), out[d].get(), n, ncclFloat, ncclSum, c.comms[d], c.streams[d]);
+  ncclResult_t const ended = ncclGroupEnd();
+  return rc != ncclSuccess ? rc : ended;
+}
+
+void synchronize(communicators const& c) {
+  for (std::size_t d = 0; d < c.streams.size(); ++d) {
+    BENCH_CUDA(cudaSetDevice(static_cast<int>(d)));
+    BENCH_CUDA(cudaStreamSynchronize(c.streams[d]));
+  }
+}
+
+/// Stream captures on every GPU's stream, ended on every path out (the destructor ends what is
+/// still open): a capture left open would fail every later call on that stream, and would keep
+/// forbidding this thread's unsafe calls (cudaMalloc, synchronisation) for the rest of the process.
+class multi_capture {
+ public:
+  explicit multi_capture(std::vector<cudaStream_t> const& streams) : streams_(streams), open_(streams.size(), false) {}
+  multi_capture(multi_capture const&) = delete;
+  multi_capture& operator=(multi_capture const&) = delete;
+  ~multi_capture() {
+    for (std::size_t d = 0; d < streams_.size(); ++d) {
+      if (!open_[d]) continue;
+      cudaSetDevice(static_cast<int>(d));
+      cudaGraph_t g = nullptr;
+      cudaStreamEndCapture(streams_[d], &g);
+      if (g) cudaGraphDestroy(g);
+    }
+  }
+
+  void begin(cudaStreamCaptureMode mode) {
+    for (std::size_t d = 0; d < streams_.size(); ++d) {
+      BENCH_CUDA(cudaSetDevice(static_cast<int>(d)));
+      BENCH_CUDA(cudaStreamBeginCapture(streams_[d], mode));
+      open_[d] = true;
+    }
+  }
+
+  /// Empty while every capture is still active, else which GPU's capture is no longer.
+  std::string broken() const {
+    for (std::size_t d = 0; d < streams_.size(); ++d) {
+      cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+      cudaError_t const rc = cudaStreamIsCapturing(streams_[d], &st);
+      if (rc != cudaSuccess) return "cudaStreamIsCapturing on GPU " + std::to_string(d) + ": " + cuda_text(rc);
+      if (st == cudaStreamCaptureStatusInvalidated) return "the capture on GPU " + std::to_string(d) + " was invalidated";
+      if (st == cudaStreamCaptureStatusNone) return "the stream of GPU " + std::to_string(d) + " is no longer capturing";
+    }
+    return {};
+  }
+
+  /// Ends every capture, then instantiates each graph; throws, naming the first failure and where,
+  /// only after all captures are ended.
+  std::vector<graph_exec> end_and_instantiate() {
+    std::vector<graph_exec> execs;
+    std::string problem;
+    for (std::size_t d = 0; d < streams_.size(); ++d) {
+      cudaSetDevice(static_cast<int>(d));
+      cudaGraph_t g = nullptr;
+      cudaError_t rc = cudaStreamEndCapture(streams_[d], &g);
+      open_[d] = false;
+      if (rc != cudaSuccess && problem.empty()) problem = "cudaStreamEndCapture on GPU " + std::to_string(d) + ": " + cuda_text(rc);
+      cudaGraphExec_t exec = nullptr;
+      if (rc == cudaSuccess) {
+        rc = cudaGraphInstantiate(&exec, g, 0);
+        if (rc != cudaSuccess && problem.empty()) problem = "cudaGraphInstantiate on GPU " + std::to_string(d) + ": " + cuda_text(rc);
+      }
+      if (g) cudaGraphDestroy(g);
+      execs.emplace_back(exec);
+    }
+    if (!problem.empty()) throw bench::failure(problem);
+    return execs;
+  }
+
+ private:
+  std::vector<cudaStream_t> streams_;
+  std::vector<bool> open_;
+};
+
+/// calls_per_graph grouped all-reduces captured into one graph per GPU, as nccl-tests -G does
+/// (one capture per GPU's stream, the per-GPU calls of each all-reduce in one group). After each
+/// call the captures are checked, so an error names the call that broke them.
+std::vector<graph_exec> capture_all_reduces(communicators const& c, std::vector<bench::device_buffer<float>> const& in,
+                                            std::vector<bench::device_buffer<float>> const& out, std::size_t n,
+                                            cudaStreamCaptureMode mode) {
+  multi_capture cap(c.streams);
+  cap.begin(mode);
+  for (int k = 0; k < calls_per_graph; ++k) {
+    if (ncclResult_t const rc = grouped_all_reduce(c, in, out, n); rc != ncclSuccess) {
+      throw bench::failure("ncclAllReduce " + std::to_string(k + 1) + " of " + std::to_string(calls_per_graph) +
+                           " inside the capture: " + ncclGetErrorString(rc) + " (" + ncclGetLastError(c.comms[0]) + ")");
+    }
+    if (std::string const why = cap.broken(); !why.empty()) {
+      throw bench::failure("after ncclAllReduce " + std::to_string(k + 1) + " of " + std::to_string(calls_per_graph) +
+                           " inside the capture, " + why);
+    }
+  }
+  return cap.end_and_instantiate();
+}
+
+/// Clears what a failed capture left: the streams' work done, this thread's last error reset.
+void recover(communicators const& c) {
+  for (std::size_t d = 0; d < c.streams.size(); ++d) {
+    cudaSetDevice(static_cast<int>(d));
+    cudaStreamSynchronize(c.streams[d]);
+    cudaGetLastError();
+  }
+}
+
+char const* mode_name(cudaStreamCaptureMode m) {
+  return m == cudaStreamCaptureModeThreadLocal ? "thread-local" : m == cudaStreamCaptureModeRelaxed ? "relaxed" : "global";
+}
+
 void all_reduce(bench::session& s) {
   auto const& o = s.opt();
   int const npes = o.npes;
@@ -80,6 +207,13 @@ void all_reduce(bench::session& s) {
   plan.warmup_iters = 2;
   int version = 0;
   BENCH_NCCL(ncclGetVersion(&version));
+  // Warm-up outside any capture, at the largest and the smallest size, as nccl-tests does: NCCL
+  // sets up a communicator's connections (NCCL_RUNTIME_CONNECT, the default since 2.22) and other
+  // per-algorithm resources on their first use, with calls that a capturing thread may not make.
+  for (std::size_t const size : {sizes.back(), sizes.front()}) {
+    BENCH_NCCL(grouped_all_reduce(c, in, out, size / sizeof(float)));
+    synchronize(c);
+  }
   for (std::size_t const size : sizes) {
     std::size_t const n = size / sizeof(float);
     bench::row where;
@@ -92,35 +226,33 @@ void all_reduce(bench::session& s) {
     where.size = size;
     where.metric = "latency";
     where.unit = "us";
-    where.note = "ncclAllReduce float sum, " + std::to_string(calls_per_graph) + " calls per CUDA graph";
+    where.note = "ncclAllReduce float sum, " + std::to_string(calls_per_graph) +
+                 " calls per CUDA graph (one per GPU, captured thread-local after an uncaptured call at the same size)";
     s.point(where, [&] {
-      for (int d = 0; d < npes; ++d) {
-        BENCH_CUDA(cudaSetDevice(d));
-        BENCH_CUDA(cudaStreamBeginCapture(c.streams[d], cudaStreamCaptureModeThreadLocal));
-      }
-      // Capture errors are checked after every stream's capture has ended, so none stays open.
-      ncclResult_t captured = ncclSuccess;
-      for (int k = 0; k < calls_per_graph && captured == ncclSuccess; ++k) {
-        captured = ncclGroupStart();
-        for (int d = 0; d < npes && captured == ncclSuccess; ++d)
-          captured = ncclAllReduce(in[d].get(), out[d].get(), n, ncclFloat, ncclSum, c.comms[d], c.streams[d]);
-        ncclResult_t const ended = ncclGroupEnd();
-        if (captured == ncclSuccess) captured = ended;
-      }
+      // An uncaptured call at this size first (nccl-tests' "sync" call): the algorithm and protocol
+      // NCCL picks for this size may need connections the warm-up did not set up.
+      BENCH_NCCL(grouped_all_reduce(c, in, out, n));
+      synchronize(c);
       std::vector<graph_exec> graphs;
-      cudaError_t capture_rc = cudaSuccess;
-      for (int d = 0; d < npes; ++d) {
-        BENCH_CUDA(cudaSetDevice(d));
-        cudaGraph_t graph = nullptr;
-        cudaError_t rc = cudaStreamEndCapture(c.streams[d], &graph);
-        cudaGraphExec_t exec = nullptr;
-        if (rc == cudaSuccess) rc = cudaGraphInstantiate(&exec, graph, 0);
-        if (graph) cudaGraphDestroy(graph);
-        if (capture_rc == cudaSuccess) capture_rc = rc;
-        graphs.emplace_back(exec);
+      std::string note = where.note;
+      try {
+        graphs = capture_all_reduces(c, in, out, n, cudaStreamCaptureModeThreadLocal);
+      } catch (bench::fatal const&) {
+        throw;
+      } catch (bench::failure const& first) {
+        // An NCCL build that still makes an unsafe call inside the capture: relaxed mode lets this
+        // thread make it (it runs eagerly, outside the graph); the graph's contents are the same.
+        recover(c);
+        try {
+          graphs = capture_all_reduces(c, in, out, n, cudaStreamCaptureModeRelaxed);
+        } catch (bench::fatal const&) {
+          throw;
+        } catch (bench::failure const& second) {
+          throw bench::failure(std::string(mode_name(cudaStreamCaptureModeThreadLocal)) + " capture: " + first.what() +
+                               "; " + mode_name(cudaStreamCaptureModeRelaxed) + " capture: " + second.what());
+        }
+        note += "; captured in relaxed mode, thread-local capture failed: " + std::string(first.what());
       }
-      BENCH_NCCL(captured);
-      BENCH_CUDA(capture_rc);
       auto run = [&](int launches) {
         for (int d = npes - 1; d >= 0; --d) {
           BENCH_CUDA(cudaSetDevice(d));
@@ -129,10 +261,7 @@ void all_reduce(bench::session& s) {
           if (d == 0) timer.stop(c.streams[0]);
         }
         std::vector<double> ms{timer.ms()};
-        for (int d = 0; d < npes; ++d) {
-          BENCH_CUDA(cudaSetDevice(d));
-          BENCH_CUDA(cudaStreamSynchronize(c.streams[d]));
-        }
+        synchronize(c);
         return ms;
       };
       auto value = [](std::vector<double> const& ms, int launches) {
@@ -140,6 +269,7 @@ void all_reduce(bench::session& s) {
       };
       auto const m = bench::measure(plan, s.coll(), run, value);
       bench::row r = where;
+      r.note = note;
       r.value = m.value.median;
       r.min = m.value.min;
       r.max = m.value.max;
@@ -154,6 +284,9 @@ void all_reduce(bench::session& s) {
 
 int main(int argc, char** argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink multicast stays off
+  // Connections at ncclCommInitAll rather than on first use, so none is set up inside a capture
+  // (the uncaptured warm-up calls cover it too; this only moves set-up time, not call latency).
+  setenv("NCCL_RUNTIME_CONNECT", "0", 0);
   std::vector<bench::case_entry> const cases{{"all_reduce", all_reduce}};
   int count = 0;
   std::vector<int> devices;

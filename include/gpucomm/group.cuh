@@ -19,7 +19,9 @@
 // threads and orders their memory accesses at least at CTA scope (as __syncthreads, __syncwarp
 // and cooperative_groups' sync() do).
 
+#if defined(__CUDACC__)
 #include <cooperative_groups.h>
+#endif
 
 #include <concepts>
 #include <cstdint>
@@ -60,24 +62,32 @@ template <class G>
   requires requires { G::static_size; }
 struct group_static_size<G> : std::integral_constant<unsigned, G::static_size> {};
 
+#if defined(__CUDACC__)
 template <unsigned N, class Parent>
 struct group_static_size<cooperative_groups::thread_block_tile<N, Parent>>
     : std::integral_constant<unsigned, N> {};
+#endif
 
 template <class G>
 inline constexpr unsigned group_static_size_v = group_static_size<std::remove_cvref_t<G>>::value;
 
-/// True when the type can hand a value from one of its threads to all of them.
+/// True when the group type has shfl(value, src_rank).
 template <class G>
-concept broadcasting_group =
-    group<G> && (requires(G const& g, std::uint64_t v) { g.shfl(v, 0u); } ||
-                 std::is_same_v<std::remove_cvref_t<G>, cooperative_groups::thread_block>);
+concept shuffling_group = group<G> && requires(G const& g, std::uint64_t v) { g.shfl(v, 0u); };
 
+// The helpers below are __host__ __device__ so that host code can drive the same templates with
+// host-side group types (verbs_gpu's host tests and host producers do); the pragma lets them call
+// a group's __device__-only members from device code without a warning.
 #if defined(__CUDACC__)
+#define GPUCOMM_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
+#else
+#define GPUCOMM_EXEC_CHECK_DISABLE
+#endif
 
 /// Number of threads in g; a constant when the type fixes it.
+GPUCOMM_EXEC_CHECK_DISABLE
 template <group G>
-GPUCOMM_DEVICE GPUCOMM_FORCEINLINE unsigned group_size(G const& g) {
+GPUCOMM_HD GPUCOMM_FORCEINLINE unsigned group_size(G const& g) {
   if constexpr (group_static_size_v<G> != 0) {
     return group_static_size_v<G>;
   } else {
@@ -86,8 +96,9 @@ GPUCOMM_DEVICE GPUCOMM_FORCEINLINE unsigned group_size(G const& g) {
 }
 
 /// This thread's rank in g.
+GPUCOMM_EXEC_CHECK_DISABLE
 template <group G>
-GPUCOMM_DEVICE GPUCOMM_FORCEINLINE unsigned group_rank(G const& g) {
+GPUCOMM_HD GPUCOMM_FORCEINLINE unsigned group_rank(G const& g) {
   if constexpr (group_static_size_v<G> == 1) {
     return 0;
   } else {
@@ -96,16 +107,24 @@ GPUCOMM_DEVICE GPUCOMM_FORCEINLINE unsigned group_rank(G const& g) {
 }
 
 /// True on the group's leader, its rank-0 thread.
+GPUCOMM_EXEC_CHECK_DISABLE
 template <group G>
-GPUCOMM_DEVICE GPUCOMM_FORCEINLINE bool is_leader(G const& g) {
+GPUCOMM_HD GPUCOMM_FORCEINLINE bool is_leader(G const& g) {
   return group_rank(g) == 0;
 }
 
 /// Synchronise g's threads (nothing for a group of one).
+GPUCOMM_EXEC_CHECK_DISABLE
 template <group G>
-GPUCOMM_DEVICE GPUCOMM_FORCEINLINE void group_sync(G const& g) {
+GPUCOMM_HD GPUCOMM_FORCEINLINE void group_sync(G const& g) {
   if constexpr (group_static_size_v<G> != 1) g.sync();
 }
+
+#if defined(__CUDACC__)
+/// True when the type can hand a value from one of its threads to all of them.
+template <class G>
+concept broadcasting_group =
+    shuffling_group<G> || (group<G> && std::is_same_v<std::remove_cvref_t<G>, cooperative_groups::thread_block>);
 
 /// The leader's `value`, returned to every thread of g. T is trivially copyable, at most 8 bytes.
 template <group G, class T>

@@ -1,8 +1,9 @@
 #pragma once
 // Group-cooperative memory copy with the widest vector the two addresses allow.
 //
-// The copy is split into an exact byte head (up to the destination's vector alignment), a body of
-// V-sized vectors, and an exact byte tail. V is the widest of 16/8/4/2/1 bytes for which source
+// A copy of at most 64 bytes goes in the widest word that divides both addresses and the length.
+// A longer one is split into an exact byte head (up to the destination's vector alignment), a body
+// of V-sized vectors, and an exact byte tail. V is the widest of 16/8/4/2/1 bytes for which source
 // and destination are equally misaligned, so 16-byte loads and stores carry any copy whose
 // addresses agree modulo 16. Vector i of the body goes to thread i % size: consecutive threads
 // touch consecutive addresses (coalesced), and each thread keeps `unroll` loads in flight before
@@ -51,24 +52,36 @@ __device__ GPUCOMM_FORCEINLINE void copy_aligned_as(G const& g, unsigned char* d
   copy_bytes(g, dst + tail_at, src + tail_at, bytes - tail_at);
 }
 
+/// Call `f(V{})` with V the widest of 16/8/4/2/1-byte words whose size divides `bits`.
+template <class F>
+__device__ GPUCOMM_FORCEINLINE void with_widest_word(std::uintptr_t bits, F&& f) {
+  if ((bits & 15) == 0) f(uint4{});
+  else if ((bits & 7) == 0) f(static_cast<unsigned long long>(0));
+  else if ((bits & 3) == 0) f(0u);
+  else if ((bits & 1) == 0) f(static_cast<unsigned short>(0));
+  else f(static_cast<unsigned char>(0));
+}
+
 /// Copy `bytes` bytes from `src` to `dst` (which must not overlap), shared by g's threads.
 /// Either address may be local or a peer's mapping. Returns without synchronising the group.
 template <group G>
 __device__ GPUCOMM_FORCEINLINE void group_copy(G const& g, void* dst, void const* src, std::size_t bytes) {
   auto* d = static_cast<unsigned char*>(dst);
   auto const* s = static_cast<unsigned char const*>(src);
-  auto const misalignment = reinterpret_cast<std::uintptr_t>(d) ^ reinterpret_cast<std::uintptr_t>(s);
-  if ((misalignment & 15) == 0) {
-    copy_aligned_as<uint4>(g, d, s, bytes);
-  } else if ((misalignment & 7) == 0) {
-    copy_aligned_as<unsigned long long>(g, d, s, bytes);
-  } else if ((misalignment & 3) == 0) {
-    copy_aligned_as<unsigned>(g, d, s, bytes);
-  } else if ((misalignment & 1) == 0) {
-    copy_aligned_as<unsigned short>(g, d, s, bytes);
-  } else {
-    copy_bytes(g, d, s, bytes);
+  auto const d_bits = reinterpret_cast<std::uintptr_t>(d);
+  auto const s_bits = reinterpret_cast<std::uintptr_t>(s);
+  if (bytes <= 64) {
+    // Short copies: the widest word dividing both addresses and the length moves it with no head
+    // or tail (an aligned 8-byte put is one 8-byte store, not eight byte stores).
+    with_widest_word(d_bits | s_bits | bytes, [&](auto word) {
+      using V = decltype(word);
+      copy_vectors<V, 1>(g, reinterpret_cast<V*>(d), reinterpret_cast<V const*>(s), bytes / sizeof(V));
+    });
+    return;
   }
+  // Longer copies: the widest word for which both addresses are equally misaligned, with an
+  // exact head and tail around the aligned body.
+  with_widest_word(d_bits ^ s_bits, [&](auto word) { copy_aligned_as<decltype(word)>(g, d, s, bytes); });
 }
 
 #endif  // __CUDACC__

@@ -15,15 +15,17 @@
 //   atomics         cuda::atomic_ref<T, thread_scope_system> on the peer's word, relaxed (NVLink
 //                   carries atomics natively; they are atomic with every other NVLink or local GPU
 //                   atomic on that word).
-//   fence, quiet    the group's sync, then a fence.acq_rel at system scope in every thread: every
-//                   store the group issued before is ordered before any store any of its threads
-//                   issues after (fence), and is visible to whoever synchronises with this PE later
-//                   (quiet). The same instruction serves both, since stores are all NVLinkStore
-//                   has to complete.
-//   barrier         quiet, then each PE writes its barrier epoch into a flag word at every PE
-//                   (release, system scope; the group's threads share the peers) and waits for
-//                   every PE's flag to reach the epoch (acquire). Epochs only grow, so no flag is
-//                   ever reset and back-to-back barriers cannot be confused.
+//   fence, quiet    the group's sync, a fence.acq_rel at system scope by the leader (cumulative
+//                   over the group's stores, which the sync ordered before it), and a second sync:
+//                   every store the group issued before is ordered before any store any of its
+//                   threads issues after (fence), and before the leader's next signal or atomic,
+//                   so visible to whoever synchronises with this PE through it (quiet). The same
+//                   instructions serve both, since stores are all NVLinkStore has to complete.
+//   barrier         the group's sync; the leader fences once and writes this PE's barrier epoch
+//                   into a flag word at every PE (a release pattern at system scope); the group's
+//                   threads then share the waiting for every PE's flag to reach the epoch
+//                   (acquire). Epochs only grow, so no flag is ever reset and back-to-back
+//                   barriers cannot be confused.
 // Atomicity domain: NVLink/GPU atomics. They do not mix with NIC atomics on the same word.
 
 #include <cuda/atomic>
@@ -163,10 +165,14 @@ struct NVLinkStore {
 
   template <group G>
   __device__ static void quiet(comm<NVLinkStore> const&, G const& g) {
-    // After the sync every store of the group happens-before this fence in each thread, so the
-    // fence (system scope) orders all of them before any later store by any thread of the group.
+    // The first sync puts every store of the group before the leader's fence in causality order;
+    // the leader's fence at system scope is cumulative over them, so they are complete before any
+    // operation the leader performs afterwards (signals and atomics are always the leader's). The
+    // second sync holds the other threads' later stores back until the fence has completed.
+    // One fence per group instead of one per thread: fences are what small operations wait on.
     group_sync(g);
-    cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_system);
+    if (is_leader(g)) cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_system);
+    group_sync(g);
   }
 
   template <group G>
@@ -177,19 +183,24 @@ struct NVLinkStore {
   template <group G>
   __device__ static void barrier(comm<NVLinkStore> const& c, G const& g) {
     device_state const& s = c.state();
-    // Every thread reads the epoch before the sync in quiet(); the leader writes it after, so the
-    // read and the write never race (and the next barrier's read comes after this one's sync).
+    // Every thread reads the epoch before the first sync; the leader writes it after, so the read
+    // and the write never race (and the next barrier's read comes after this one's last sync).
     std::uint64_t const epoch = *s.barrier_epoch + 1;
-    quiet(c, g);
-    if (is_leader(g)) *s.barrier_epoch = epoch;
+    group_sync(g);
+    if (is_leader(g)) {
+      *s.barrier_epoch = epoch;
+      // Fence then relaxed stores, in one thread: a release pattern at system scope. Everything
+      // the group wrote before the barrier (ordered before the fence by the sync above) reaches
+      // each PE before the epoch does. One fence, however many PEs.
+      cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_system);
+      for (int pe = 0; pe < c.npes(); ++pe) {
+        cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(
+            *remote(c, sym_ptr<std::uint64_t>(s.barrier_flags + c.my_pe()), pe))
+            .store(epoch, cuda::memory_order_relaxed);
+      }
+    }
     unsigned const rank = group_rank(g);
     unsigned const size = group_size(g);
-    for (int pe = static_cast<int>(rank); pe < c.npes(); pe += static_cast<int>(size)) {
-      // Release: this PE's writes before the barrier (ordered before this thread by quiet) reach
-      // PE `pe` before it can see the epoch.
-      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*remote(c, sym_ptr<std::uint64_t>(s.barrier_flags + c.my_pe()), pe))
-          .store(epoch, cuda::memory_order_release);
-    }
     for (int pe = static_cast<int>(rank); pe < c.npes(); pe += static_cast<int>(size)) {
       cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> flag(s.barrier_flags[pe]);
       // Acquire: PE `pe`'s writes before its barrier are visible to this thread, then to the group

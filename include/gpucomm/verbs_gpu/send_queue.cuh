@@ -180,14 +180,14 @@ struct send_queue {
   /// `build(slot, i)`, which writes WQE i into `slot` and returns its DS; WQEBBs of the slot the
   /// WQE leaves unused are filled with NOPs. Returns the batch's status to every thread, and the
   /// index of its first WQEBB in `*first_index` if given.
-  GPUCOMM_VERBS_EXEC_CHECK_DISABLE
+  GPUCOMM_EXEC_CHECK_DISABLE
   template <class G, class Build>
   GPUCOMM_HD status post(G const& g, std::uint32_t wqebbs_per_wqe, std::uint32_t n_wqes, Build const& build,
                          post_flags flags = post_flags::none, std::uint64_t* first_index = nullptr) const {
     std::uint64_t const total = static_cast<std::uint64_t>(wqebbs_per_wqe) * n_wqes;
     if (total == 0 || wqebbs_per_wqe > max_wqe_wqebbs || total > depth() / 2) return status::invalid;
-    unsigned const rank = detail::grp_rank(g);
-    unsigned const size = detail::grp_size(g);
+    unsigned const rank = gpucomm::group_rank(g);
+    unsigned const size = gpucomm::group_size(g);
     // Leader: steps 1 and 2. The status travels in the top 4 bits of the broadcast word (an index
     // never reaches 2^60).
     std::uint64_t word = 0;
@@ -209,7 +209,7 @@ struct send_queue {
       for (std::uint32_t k = used; k < wqebbs_per_wqe; ++k) build_nop(slot(index + k));
     }
     // Group sync: every thread's WQE stores happen before the leader's publish (and its fences).
-    detail::grp_sync(g);
+    gpucomm::group_sync(g);
     status result = status::ok;
     if (rank == 0) {
       result = publish(base, static_cast<std::uint32_t>(total), !has_flag(flags, post_flags::defer_doorbell));

@@ -18,15 +18,8 @@
 #include <thread>
 #endif
 
-#if defined(__CUDACC__)
+// Group helpers (group_size, group_rank, group_sync) are group.cuh's, __host__ __device__.
 #include "../../group.cuh"
-// Group helpers call cooperative_groups members (device-only) from __host__ __device__ templates;
-// nvcc checks that only where the template is instantiated for a device-only group type, and such
-// instantiations are only ever called from device code.
-#define GPUCOMM_VERBS_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
-#else
-#define GPUCOMM_VERBS_EXEC_CHECK_DISABLE
-#endif
 
 namespace gpucomm::verbs_gpu::detail {
 
@@ -95,12 +88,12 @@ struct deadline {
   std::uint64_t start = 0;
   std::uint64_t timeout_ns = 0;
   GPUCOMM_HD GPUCOMM_FORCEINLINE explicit deadline(std::uint64_t timeout) noexcept : timeout_ns(timeout) {
-#if defined(GPUCOMM_DEBUG)
+#if GPUCOMM_DEBUG
     start = now_ns();
 #endif
   }
   GPUCOMM_HD GPUCOMM_FORCEINLINE bool expired() const noexcept {
-#if defined(GPUCOMM_DEBUG)
+#if GPUCOMM_DEBUG
     return timeout_ns != 0 && now_ns() - start > timeout_ns;
 #else
     return false;
@@ -112,52 +105,14 @@ struct deadline {
 // The posting templates accept any gpucomm::group on the device and, for host tests and host
 // producers, any type with the same members (num_threads, thread_rank, sync, shfl).
 
-template <class G>
-inline constexpr unsigned static_group_size = [] {
-  if constexpr (requires { G::static_size; }) {
-    return static_cast<unsigned>(G::static_size);
-  } else {
-    return 0u;
-  }
-}();
-
-GPUCOMM_VERBS_EXEC_CHECK_DISABLE
-template <class G>
-GPUCOMM_HD GPUCOMM_FORCEINLINE unsigned grp_size(G const& g) {
-#if defined(__CUDACC__)
-  if constexpr (gpucomm::group_static_size_v<G> != 0) return gpucomm::group_static_size_v<G>;
-#endif
-  if constexpr (static_group_size<G> != 0) {
-    return static_group_size<G>;
-  } else {
-    return static_cast<unsigned>(g.num_threads());
-  }
-}
-
-GPUCOMM_VERBS_EXEC_CHECK_DISABLE
-template <class G>
-GPUCOMM_HD GPUCOMM_FORCEINLINE unsigned grp_rank(G const& g) {
-  if constexpr (static_group_size<G> == 1) {
-    return 0;
-  } else {
-    return static_cast<unsigned>(g.thread_rank());
-  }
-}
-
-GPUCOMM_VERBS_EXEC_CHECK_DISABLE
-template <class G>
-GPUCOMM_HD GPUCOMM_FORCEINLINE void grp_sync(G const& g) {
-  if constexpr (static_group_size<G> != 1) g.sync();
-}
-
 /// The leader's (rank 0's) value, returned to every thread of g.
-GPUCOMM_VERBS_EXEC_CHECK_DISABLE
+GPUCOMM_EXEC_CHECK_DISABLE
 template <class G, class T>
 GPUCOMM_HD GPUCOMM_FORCEINLINE T grp_broadcast(G const& g, T value) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8);
-  if constexpr (static_group_size<G> == 1) {
+  if constexpr (gpucomm::group_static_size_v<G> == 1) {
     return value;
-  } else if constexpr (requires { g.shfl(value, 0u); }) {
+  } else if constexpr (gpucomm::shuffling_group<G>) {
     return g.shfl(value, 0u);
   } else {
 #if defined(__CUDACC__)
