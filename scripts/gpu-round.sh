@@ -43,7 +43,7 @@ if [ -z "$counts" ]; then
   [[ " $counts " == *" $ngpu "* ]] || counts="$counts $ngpu"
 fi
 note "gpu-round $(date -u +%Y-%m-%dT%H:%MZ): $ngpu GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
-note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
+note "commit: ${GPUCOMM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 nvidia-smi topo -m > "$logs/topo.txt" 2>&1
 nvidia-smi > "$logs/nvidia-smi.txt" 2>&1
 
