@@ -56,7 +56,7 @@ run() {
   "$@" > "$log" 2>&1
   local rc=$?
   local tail_line
-  tail_line=$(grep -E "All tests passed|test cases:|assertions:|tests passed|OK$|WRONG|ERROR SUMMARY" "$log" | tail -n 2 | tr '\n' ' ')
+  tail_line=$(grep -E "All tests passed|test cases:|assertions:|tests passed|OK$|WRONG|ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -n 2 | tr '\n' ' ')
   if [ $rc -eq 0 ]; then note "PASS  $name ($((SECONDS - start)) s) $tail_line"
   else note "FAIL  $name (exit $rc, $((SECONDS - start)) s) $tail_line"; status=1; tail -n 40 "$log"; fi
   return $rc
