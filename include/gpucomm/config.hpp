@@ -19,10 +19,14 @@
 #define GPUCOMM_FORCEINLINE inline
 #endif
 
-// Debug builds (GPUCOMM_DEBUG defined, or NDEBUG not defined) bound every spin loop and check
+// Debug builds (GPUCOMM_DEBUG=1, the default unless NDEBUG is defined) bound every spin loop and check
 // PE indices on the device; release builds spin without a bound and trust their arguments.
-#if !defined(GPUCOMM_DEBUG) && !defined(NDEBUG)
+#if !defined(GPUCOMM_DEBUG)
+#if defined(NDEBUG)
+#define GPUCOMM_DEBUG 0
+#else
 #define GPUCOMM_DEBUG 1
+#endif
 #endif
 
 namespace gpucomm {
