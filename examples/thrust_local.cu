@@ -29,7 +29,8 @@ int main() try {
     inputs[pe].resize(n);
     unsigned x = 12345u + pe;
     for (auto& v : inputs[pe]) v = static_cast<float>((x = x * 1664525u + 1013904223u) >> 8);
-    GPUCOMM_CUDA_CHECK(cudaMemcpy(values.ptr(pe).get(), inputs[pe].data(), n * sizeof(float), cudaMemcpyHostToDevice), pe);
+    GPUCOMM_CUDA_CHECK(cudaMemcpy(values.ptr(pe).get(), inputs[pe].data(), n * sizeof(float), cudaMemcpyHostToDevice),
+                       pe);
     thrust::sort(thrust::cuda::par.on(w.stream(pe)), values.ptr(pe).get(), values.ptr(pe).get() + n);
     GPUCOMM_CUDA_CHECK(cudaMalloc(&fetched[pe], n * sizeof(float)), pe);
   }

@@ -12,6 +12,7 @@ gpucomm_need g++ g++
 gpucomm_need /usr/include/catch2/catch.hpp catch2
 gpucomm_need mpirun openmpi-bin libopenmpi-dev
 gpucomm_need /usr/include/infiniband/mlx5dv.h libibverbs-dev rdma-core ibverbs-providers
+gpucomm_need clang-format clang-format
 gpucomm_install_missing
 nvcc=$(gpucomm_find_nvcc)
 

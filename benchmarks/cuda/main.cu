@@ -49,8 +49,10 @@ void require_two_gpus_with_peer_access() {
     if (!can) throw bench::failure("GPU " + std::to_string(d) + " cannot access GPU " + std::to_string(1 - d));
     BENCH_CUDA(cudaSetDevice(d));
     cudaError_t const rc = cudaDeviceEnablePeerAccess(1 - d, 0);
-    if (rc == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-    else BENCH_CUDA(rc);
+    if (rc == cudaErrorPeerAccessAlreadyEnabled)
+      cudaGetLastError();
+    else
+      BENCH_CUDA(rc);
   }
 }
 
@@ -82,8 +84,8 @@ void ce_copy(bench::session& s) {
   streams st;
   bench::event_timer timer[2] = {bench::event_timer(0), bench::event_timer(1)};
   bench::plan const plan = bench::bandwidth_plan(o);
-  std::vector<std::size_t> const sizes =
-      o.quick ? std::vector<std::size_t>{bench::MiB, 64 * bench::MiB, bench::GiB} : bench::geometric(4 * bench::KiB, max_size, 4);
+  std::vector<std::size_t> const sizes = o.quick ? std::vector<std::size_t>{bench::MiB, 64 * bench::MiB, bench::GiB}
+                                                 : bench::geometric(4 * bench::KiB, max_size, 4);
   for (bool const bidir : {false, true}) {
     int const senders = bidir ? 2 : 1;
     for (std::size_t const size : sizes) {
@@ -172,8 +174,12 @@ void sm_store(bench::session& s) {
               for (int d = 0; d < senders; ++d) {
                 BENCH_CUDA(cudaSetDevice(d));
                 timer[d].start(st.s[d]);
-                if (copy) sm_store_kernel<true><<<ctas, threads_per_cta, 0, st.s[d]>>>(buf[1 - d].get(), local[d].get(), size / 16, iters);
-                else sm_store_kernel<false><<<ctas, threads_per_cta, 0, st.s[d]>>>(buf[1 - d].get(), local[d].get(), size / 16, iters);
+                if (copy)
+                  sm_store_kernel<true>
+                      <<<ctas, threads_per_cta, 0, st.s[d]>>>(buf[1 - d].get(), local[d].get(), size / 16, iters);
+                else
+                  sm_store_kernel<false>
+                      <<<ctas, threads_per_cta, 0, st.s[d]>>>(buf[1 - d].get(), local[d].get(), size / 16, iters);
                 BENCH_CUDA(cudaGetLastError());
                 timer[d].stop(st.s[d]);
               }
@@ -252,8 +258,10 @@ void flag_pingpong(bench::session& s) {
         for (int d = 1; d >= 0; --d) {  // the responder first, then the timed initiator
           BENCH_CUDA(cudaSetDevice(d));
           if (d == 0) timer.start(st.s[0]);
-          if (atomic) flag_kernel<true><<<1, 1, 0, st.s[d]>>>(flag[d].get(), flag[1 - d].get(), iters, d == 0);
-          else flag_kernel<false><<<1, 1, 0, st.s[d]>>>(flag[d].get(), flag[1 - d].get(), iters, d == 0);
+          if (atomic)
+            flag_kernel<true><<<1, 1, 0, st.s[d]>>>(flag[d].get(), flag[1 - d].get(), iters, d == 0);
+          else
+            flag_kernel<false><<<1, 1, 0, st.s[d]>>>(flag[d].get(), flag[1 - d].get(), iters, d == 0);
           BENCH_CUDA(cudaGetLastError());
           if (d == 0) timer.stop(st.s[0]);
         }
@@ -279,9 +287,10 @@ int describe_machine(std::string const& path) {
   for (int d = 0; d < count; ++d) {
     cudaDeviceProp p{};
     BENCH_CUDA(cudaGetDeviceProperties(&p, d));
-    j += std::string(d ? "," : "") + "{\"name\":\"" + bench::json_escape(p.name) + "\",\"sm_count\":" +
-         std::to_string(p.multiProcessorCount) + ",\"memory_bytes\":" + std::to_string(p.totalGlobalMem) +
-         ",\"cc\":\"" + std::to_string(p.major) + "." + std::to_string(p.minor) + "\",\"peer_access\":[";
+    j += std::string(d ? "," : "") + "{\"name\":\"" + bench::json_escape(p.name) +
+         "\",\"sm_count\":" + std::to_string(p.multiProcessorCount) +
+         ",\"memory_bytes\":" + std::to_string(p.totalGlobalMem) + ",\"cc\":\"" + std::to_string(p.major) + "." +
+         std::to_string(p.minor) + "\",\"peer_access\":[";
     for (int e = 0; e < count; ++e) {
       int can = e == d;
       if (e != d) BENCH_CUDA(cudaDeviceCanAccessPeer(&can, d, e));
@@ -301,7 +310,8 @@ int describe_machine(std::string const& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 5 && std::string(argv[1]) == "--case" && std::string(argv[2]) == "machine" && std::string(argv[3]) == "--out") {
+  if (argc == 5 && std::string(argv[1]) == "--case" && std::string(argv[2]) == "machine" &&
+      std::string(argv[3]) == "--out") {
     try {
       return describe_machine(argv[4]);
     } catch (std::exception const& e) {

@@ -55,7 +55,8 @@ void bandwidth(bench::session& s, char const* case_name, bool get) {
         auto const k = get ? kernel_get : kernel;
         int const resident = bench::max_resident_ctas(k, threads_per_cta, w.device(0));
         for (int const ctas : grid) {
-          std::size_t const units = static_cast<std::size_t>(ctas) * (threads_per_cta / group_threads(sc, threads_per_cta));
+          std::size_t const units =
+              static_cast<std::size_t>(ctas) * (threads_per_cta / group_threads(sc, threads_per_cta));
           for (std::size_t const size : sizes) {
             std::size_t const chunk = size / units / 8 * 8;
             if (chunk == 0) continue;  // fewer bytes than groups: NVSHMEM moves nothing there either
@@ -72,7 +73,8 @@ void bandwidth(bench::session& s, char const* case_name, bool get) {
               bench::row r = where;
               r.status = "skipped";
               r.note = std::to_string(ctas) + " CTAs of " + std::to_string(threads_per_cta) +
-                       " threads cannot all be resident (at most " + std::to_string(resident) + "); a grid barrier would hang";
+                       " threads cannot all be resident (at most " + std::to_string(resident) +
+                       "); a grid barrier would hang";
               s.out().write(r);
               continue;
             }
@@ -83,8 +85,8 @@ void bandwidth(bench::session& s, char const* case_name, bool get) {
                 for (int pe = 0; pe < senders; ++pe) {
                   BENCH_CUDA(cudaSetDevice(w.device(pe)));
                   timers[pe].start(w.stream(pe));
-                  k<<<ctas, threads_per_cta, 0, w.stream(pe)>>>(w.comm<Transport>(pe), buf.ptr(pe), chunk, 1 - pe, iters,
-                                                                counters[pe].get());
+                  k<<<ctas, threads_per_cta, 0, w.stream(pe)>>>(w.comm<Transport>(pe), buf.ptr(pe), chunk, 1 - pe,
+                                                                iters, counters[pe].get());
                   BENCH_CUDA(cudaGetLastError());
                   timers[pe].stop(w.stream(pe));
                 }

@@ -31,9 +31,12 @@ using bench::with_scope;
 /// The calling group of scope S, for the calling thread.
 template <scope S>
 __device__ auto make_group() {
-  if constexpr (S == scope::thread) return gpucomm::this_thread();
-  else if constexpr (S == scope::warp) return cg::tiled_partition<32>(cg::this_thread_block());
-  else return cg::this_thread_block();
+  if constexpr (S == scope::thread)
+    return gpucomm::this_thread();
+  else if constexpr (S == scope::warp)
+    return cg::tiled_partition<32>(cg::this_thread_block());
+  else
+    return cg::this_thread_block();
 }
 
 #endif
@@ -65,14 +68,23 @@ bench::row base_row(char const* case_name, int npes) {
 }
 
 // Case entry points (bw.cu, latency.cu, sync.cu).
-template <class Transport> void put_bw(bench::session&);
-template <class Transport> void get_bw(bench::session&);
-template <class Transport> void put_latency(bench::session&);
-template <class Transport> void p_latency(bench::session&);
-template <class Transport> void atomic_latency(bench::session&);
-template <class Transport> void atomic_rate(bench::session&);
-template <class Transport> void put_signal_pingpong(bench::session&);
-template <class Transport> void barrier_latency(bench::session&);
-template <class Transport> void all_reduce(bench::session&);
+template <class Transport>
+void put_bw(bench::session&);
+template <class Transport>
+void get_bw(bench::session&);
+template <class Transport>
+void put_latency(bench::session&);
+template <class Transport>
+void p_latency(bench::session&);
+template <class Transport>
+void atomic_latency(bench::session&);
+template <class Transport>
+void atomic_rate(bench::session&);
+template <class Transport>
+void put_signal_pingpong(bench::session&);
+template <class Transport>
+void barrier_latency(bench::session&);
+template <class Transport>
+void all_reduce(bench::session&);
 
 }  // namespace gpucomm_bench

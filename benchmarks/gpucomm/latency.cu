@@ -16,7 +16,8 @@ namespace {
 
 template <class Transport, scope S>
 __global__ void __launch_bounds__(1024, 1)
-    put_latency_kernel(gpucomm::comm<Transport> c, gpucomm::sym_ptr<std::byte> buf, std::size_t n, int peer, int iters) {
+    put_latency_kernel(gpucomm::comm<Transport> c, gpucomm::sym_ptr<std::byte> buf, std::size_t n, int peer,
+                       int iters) {
   auto const g = make_group<S>();
   for (int i = 0; i < iters; ++i) {
     c.put_nbi(g, buf, buf.get(), n, peer);
@@ -39,12 +40,18 @@ enum class amo { fetch_add, fetch, compare_swap, swap, add, set };
 constexpr amo all_amos[] = {amo::fetch_add, amo::fetch, amo::compare_swap, amo::swap, amo::add, amo::set};
 constexpr char const* amo_name(amo a) {
   switch (a) {
-    case amo::fetch_add: return "fetch_add";
-    case amo::fetch: return "fetch";
-    case amo::compare_swap: return "compare_swap";
-    case amo::swap: return "swap";
-    case amo::add: return "add";
-    case amo::set: return "set";
+    case amo::fetch_add:
+      return "fetch_add";
+    case amo::fetch:
+      return "fetch";
+    case amo::compare_swap:
+      return "compare_swap";
+    case amo::swap:
+      return "swap";
+    case amo::add:
+      return "add";
+    case amo::set:
+      return "set";
   }
   return "?";
 }
@@ -57,12 +64,18 @@ __global__ void atomic_latency_kernel(gpucomm::comm<Transport> c, gpucomm::sym_p
   std::uint64_t acc = 0;
   for (int i = 0; i < iters; ++i) {
     auto const v = static_cast<std::uint64_t>(i);
-    if constexpr (A == amo::fetch_add) acc += c.fetch_add(me, word, std::uint64_t{1}, peer);
-    else if constexpr (A == amo::fetch) acc += c.fetch(me, word, peer);
-    else if constexpr (A == amo::compare_swap) acc += c.compare_swap(me, word, v, v + 1, peer);
-    else if constexpr (A == amo::swap) acc += c.swap(me, word, v, peer);
-    else if constexpr (A == amo::add) c.add(me, word, std::uint64_t{1}, peer);
-    else c.set(me, word, v, peer);
+    if constexpr (A == amo::fetch_add)
+      acc += c.fetch_add(me, word, std::uint64_t{1}, peer);
+    else if constexpr (A == amo::fetch)
+      acc += c.fetch(me, word, peer);
+    else if constexpr (A == amo::compare_swap)
+      acc += c.compare_swap(me, word, v, v + 1, peer);
+    else if constexpr (A == amo::swap)
+      acc += c.swap(me, word, v, peer);
+    else if constexpr (A == amo::add)
+      c.add(me, word, std::uint64_t{1}, peer);
+    else
+      c.set(me, word, v, peer);
     if constexpr (!fetching(A)) c.quiet(me);
   }
   if constexpr (fetching(A)) c.quiet(me);
@@ -77,7 +90,8 @@ __global__ void __launch_bounds__(1024, 1)
   std::size_t const first = std::size_t{blockIdx.x} * blockDim.x + threadIdx.x;
   std::size_t const stride = std::size_t{gridDim.x} * blockDim.x;
   for (int i = 0; i < iters; ++i) {
-    for (std::size_t j = first; j < n; j += stride) c.add(me, words + static_cast<std::ptrdiff_t>(j), std::uint64_t{1}, peer);
+    for (std::size_t j = first; j < n; j += stride)
+      c.add(me, words + static_cast<std::ptrdiff_t>(j), std::uint64_t{1}, peer);
     bench::grid_barrier(counter, static_cast<unsigned>(i + 1) * gridDim.x);
   }
   c.quiet(me);
@@ -171,7 +185,8 @@ void p_latency(bench::session& s) {
     s.point(where, [&] {
       auto run = [&](int iters) {
         return launch0([&](cudaStream_t st) {
-          p_latency_kernel<Transport><<<1, threads, 0, st>>>(w.comm<Transport>(0), buf.ptr(0), size / sizeof(int), 1, iters);
+          p_latency_kernel<Transport>
+              <<<1, threads, 0, st>>>(w.comm<Transport>(0), buf.ptr(0), size / sizeof(int), 1, iters);
         });
       };
       return finish(where, bench::measure(plan, s.coll(), run, latency_value));
@@ -198,18 +213,32 @@ void atomic_latency(bench::session& s) {
     where.size = 8;
     where.metric = "latency";
     where.unit = "us";
-    where.note = fetching(a) ? "fetching: back to back, one quiet at the end" : "non-fetching: op + quiet per iteration";
+    where.note =
+        fetching(a) ? "fetching: back to back, one quiet at the end" : "non-fetching: op + quiet per iteration";
     s.point(where, [&] {
       auto run = [&](int iters) {
         return launch0([&](cudaStream_t st) {
           auto const c = w.comm<Transport>(0);
           switch (a) {
-            case amo::fetch_add: atomic_latency_kernel<Transport, amo::fetch_add><<<1, 1, 0, st>>>(c, word.ptr(0), 1, iters, sink.get()); break;
-            case amo::fetch: atomic_latency_kernel<Transport, amo::fetch><<<1, 1, 0, st>>>(c, word.ptr(0), 1, iters, sink.get()); break;
-            case amo::compare_swap: atomic_latency_kernel<Transport, amo::compare_swap><<<1, 1, 0, st>>>(c, word.ptr(0), 1, iters, sink.get()); break;
-            case amo::swap: atomic_latency_kernel<Transport, amo::swap><<<1, 1, 0, st>>>(c, word.ptr(0), 1, iters, sink.get()); break;
-            case amo::add: atomic_latency_kernel<Transport, amo::add><<<1, 1, 0, st>>>(c, word.ptr(0), 1, iters, sink.get()); break;
-            case amo::set: atomic_latency_kernel<Transport, amo::set><<<1, 1, 0, st>>>(c, word.ptr(0), 1, iters, sink.get()); break;
+            case amo::fetch_add:
+              atomic_latency_kernel<Transport, amo::fetch_add><<<1, 1, 0, st>>>(c, word.ptr(0), 1, iters, sink.get());
+              break;
+            case amo::fetch:
+              atomic_latency_kernel<Transport, amo::fetch><<<1, 1, 0, st>>>(c, word.ptr(0), 1, iters, sink.get());
+              break;
+            case amo::compare_swap:
+              atomic_latency_kernel<Transport, amo::compare_swap>
+                  <<<1, 1, 0, st>>>(c, word.ptr(0), 1, iters, sink.get());
+              break;
+            case amo::swap:
+              atomic_latency_kernel<Transport, amo::swap><<<1, 1, 0, st>>>(c, word.ptr(0), 1, iters, sink.get());
+              break;
+            case amo::add:
+              atomic_latency_kernel<Transport, amo::add><<<1, 1, 0, st>>>(c, word.ptr(0), 1, iters, sink.get());
+              break;
+            case amo::set:
+              atomic_latency_kernel<Transport, amo::set><<<1, 1, 0, st>>>(c, word.ptr(0), 1, iters, sink.get());
+              break;
           }
         });
       };
@@ -233,7 +262,8 @@ void atomic_rate(bench::session& s) {
   int const resident = bench::max_resident_ctas(atomic_rate_kernel<Transport>, threads, w.device(0));
   for (int const ctas : o.quick ? std::vector<int>{4} : std::vector<int>{1, 4, 32}) {
     if (ctas > resident) continue;
-    for (std::size_t const size : o.quick ? std::vector<std::size_t>{64 * bench::KiB} : bench::geometric(8 * bench::KiB, max_size, 4)) {
+    for (std::size_t const size :
+         o.quick ? std::vector<std::size_t>{64 * bench::KiB} : bench::geometric(8 * bench::KiB, max_size, 4)) {
       std::size_t const n = size / 8;
       bench::row where = base_row<Transport>("atomic_rate", 2);
       where.variant = "add";
@@ -248,10 +278,13 @@ void atomic_rate(bench::session& s) {
         auto run = [&](int iters) {
           counter.zero(w.stream(0));
           return launch0([&](cudaStream_t st) {
-            atomic_rate_kernel<Transport><<<ctas, threads, 0, st>>>(w.comm<Transport>(0), words.ptr(0), n, 1, iters, counter.get());
+            atomic_rate_kernel<Transport>
+                <<<ctas, threads, 0, st>>>(w.comm<Transport>(0), words.ptr(0), n, 1, iters, counter.get());
           });
         };
-        auto value = [&](std::vector<double> const& ms, int iters) { return ms[0] > 0 ? n * iters / (ms[0] * 1e3) : 0.0; };
+        auto value = [&](std::vector<double> const& ms, int iters) {
+          return ms[0] > 0 ? n * iters / (ms[0] * 1e3) : 0.0;
+        };
         return finish(where, bench::measure(plan, s.coll(), run, value));
       });
     }

@@ -107,7 +107,8 @@ void put_signal_pingpong(bench::session& s) {
   for (scope const sc : all_scopes) {
     int const threads = bench::latency_threads(sc);
     for (std::size_t const size : bench::geometric(8, max_size, o.quick ? 8 : 2)) {
-      bench::plan const plan = bench::latency_plan(o, size >= 64 * bench::KiB ? 100 : 500, size >= 64 * bench::KiB ? 50 : 200);
+      bench::plan const plan =
+          bench::latency_plan(o, size >= 64 * bench::KiB ? 100 : 500, size >= 64 * bench::KiB ? 50 : 200);
       bench::row where = base_row<Transport>("put_signal_pingpong", 2);
       where.variant = "set";
       where.scope = name(sc);
@@ -127,7 +128,8 @@ void put_signal_pingpong(bench::session& s) {
             }
             w.synchronize();
             return launch_all_time_pe0(w, timer, [&](int pe, cudaStream_t st) {
-              pingpong_kernel<Transport, S><<<1, threads, 0, st>>>(w.comm<Transport>(pe), data.ptr(pe), size, sig.ptr(pe), iters);
+              pingpong_kernel<Transport, S>
+                  <<<1, threads, 0, st>>>(w.comm<Transport>(pe), data.ptr(pe), size, sig.ptr(pe), iters);
             });
           };
           auto value = [](std::vector<double> const& ms, int iters) { return bench::us_per_iter(ms[0], iters) / 2; };
@@ -188,9 +190,15 @@ void all_reduce(bench::session& s) {
   bench::event_timer timer(w.device(0));
   w.barrier();
   std::vector<std::size_t> const sizes =
-      o.quick ? std::vector<std::size_t>{8, 64 * bench::KiB, bench::MiB}
-              : std::vector<std::size_t>{8, 64, 512, 4 * bench::KiB, 32 * bench::KiB, 64 * bench::KiB,
-                                         256 * bench::KiB, bench::MiB, 4 * bench::MiB};
+      o.quick ? std::vector<std::size_t>{8, 64 * bench::KiB, bench::MiB} : std::vector<std::size_t>{8,
+                                                                                                    64,
+                                                                                                    512,
+                                                                                                    4 * bench::KiB,
+                                                                                                    32 * bench::KiB,
+                                                                                                    64 * bench::KiB,
+                                                                                                    256 * bench::KiB,
+                                                                                                    bench::MiB,
+                                                                                                    4 * bench::MiB};
   bench::plan plan = bench::latency_plan(o, 25, 10);  // graph launches of calls_per_graph calls
   plan.warmup_iters = 2;
   for (std::size_t const size : sizes) {
@@ -203,7 +211,8 @@ void all_reduce(bench::session& s) {
     where.size = size;
     where.metric = "latency";
     where.unit = "us";
-    where.note = "one-shot put_signal all-reduce (float sum), " + std::to_string(calls_per_graph) + " calls per CUDA graph";
+    where.note =
+        "one-shot put_signal all-reduce (float sum), " + std::to_string(calls_per_graph) + " calls per CUDA graph";
     s.point(where, [&] {
       // Every call adds npes to each PE's counter; start both counters at zero.
       for (int pe = 0; pe < npes; ++pe) {
@@ -221,8 +230,8 @@ void all_reduce(bench::session& s) {
         cudaStream_t const st = w.stream(pe);
         BENCH_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
         for (int k = 0; k < calls_per_graph; ++k) {
-          allreduce_kernel<Transport><<<1, allreduce_threads, 0, st>>>(w.comm<Transport>(pe), in[pe].get(), out[pe].get(), n,
-                                                                      inbox.ptr(pe), arrived.ptr(pe), calls[pe].get());
+          allreduce_kernel<Transport><<<1, allreduce_threads, 0, st>>>(
+              w.comm<Transport>(pe), in[pe].get(), out[pe].get(), n, inbox.ptr(pe), arrived.ptr(pe), calls[pe].get());
         }
         cudaGraph_t graph = nullptr;
         cudaError_t const launched = cudaGetLastError();
@@ -236,7 +245,8 @@ void all_reduce(bench::session& s) {
       }
       auto run = [&](int launches) {
         return launch_all_time_pe0(w, timer, [&](int pe, cudaStream_t st) {
-          for (int l = 0; l < launches; ++l) BENCH_CUDA(cudaGraphLaunch(graphs[static_cast<std::size_t>(pe)].get(), st));
+          for (int l = 0; l < launches; ++l)
+            BENCH_CUDA(cudaGraphLaunch(graphs[static_cast<std::size_t>(pe)].get(), st));
         });
       };
       auto value = [](std::vector<double> const& ms, int launches) {

@@ -26,8 +26,7 @@ class device_buffer {
       BENCH_CUDA(rc);
     }
   }
-  device_buffer(device_buffer&& o) noexcept
-      : device_(o.device_), n_(o.n_), ptr_(std::exchange(o.ptr_, nullptr)) {}
+  device_buffer(device_buffer&& o) noexcept : device_(o.device_), n_(o.n_), ptr_(std::exchange(o.ptr_, nullptr)) {}
   device_buffer& operator=(device_buffer&& o) noexcept {
     std::swap(device_, o.device_);
     std::swap(n_, o.n_);

@@ -94,15 +94,24 @@ struct options {
         if (i + 1 >= argc) throw failure(std::string("missing value after ") + name);
         return argv[++i];
       };
-      if (a == "--case") o.case_name = value("--case");
-      else if (a == "--out") o.out_path = value("--out");
-      else if (a == "--quick") o.quick = true;
-      else if (a == "--npes") o.npes = std::stoi(value("--npes"));
-      else if (a == "--budget-s") o.budget_s = std::stod(value("--budget-s"));
-      else if (a == "--reps") o.reps = std::stoi(value("--reps"));
-      else if (a == "--list") o.list = true;
-      else throw failure("unknown argument " + a + " (expected --case NAME --out FILE [--quick] [--npes N] "
-                         "[--budget-s S] [--reps R] | --list)");
+      if (a == "--case")
+        o.case_name = value("--case");
+      else if (a == "--out")
+        o.out_path = value("--out");
+      else if (a == "--quick")
+        o.quick = true;
+      else if (a == "--npes")
+        o.npes = std::stoi(value("--npes"));
+      else if (a == "--budget-s")
+        o.budget_s = std::stod(value("--budget-s"));
+      else if (a == "--reps")
+        o.reps = std::stoi(value("--reps"));
+      else if (a == "--list")
+        o.list = true;
+      else
+        throw failure("unknown argument " + a +
+                      " (expected --case NAME --out FILE [--quick] [--npes N] "
+                      "[--budget-s S] [--reps R] | --list)");
     }
     return o;
   }
@@ -126,8 +135,8 @@ struct plan {
   double target_ms = 1.0;  // calibrated iteration counts aim at this much time per timed launch
   int min_iters = 1;
   int max_iters = 1000;
-  int fixed_iters = 0;     // > 0: no calibration, always this many (latency and ping-pong cases)
-  int warmup_iters = 20;   // the warm-up launch (fixed_iters mode; calibration launches warm up otherwise)
+  int fixed_iters = 0;    // > 0: no calibration, always this many (latency and ping-pong cases)
+  int warmup_iters = 20;  // the warm-up launch (fixed_iters mode; calibration launches warm up otherwise)
   int reps = 5;
 };
 
@@ -153,22 +162,22 @@ inline plan latency_plan(options const& o, int full_iters = 500, int quick_iters
 
 /// One result (or one error, or one "skipped") at one point of one case.
 struct row {
-  std::string case_name;          // put_bw, put_latency, ...
-  std::string library;            // gpucomm, nvshmem, nccl, cuda
-  std::string transport;          // NVLinkStore, copy-engine, ...
-  std::string variant;            // uni/bidir, atomic op, flag kind
-  std::string scope;              // thread, warp, block ("" when not applicable)
+  std::string case_name;  // put_bw, put_latency, ...
+  std::string library;    // gpucomm, nvshmem, nccl, cuda
+  std::string transport;  // NVLinkStore, copy-engine, ...
+  std::string variant;    // uni/bidir, atomic op, flag kind
+  std::string scope;      // thread, warp, block ("" when not applicable)
   int ctas = 0;
-  int threads = 0;                // threads per CTA
+  int threads = 0;  // threads per CTA
   int npes = 2;
-  std::size_t size = 0;           // bytes per iteration (whole grid), or per message for latency
-  std::string metric;             // bandwidth, latency, one_way_latency, rate
+  std::size_t size = 0;  // bytes per iteration (whole grid), or per message for latency
+  std::string metric;    // bandwidth, latency, one_way_latency, rate
   double value = 0, min = 0, max = 0;
-  std::string unit;               // GB/s, us, Mops/s
+  std::string unit;  // GB/s, us, Mops/s
   int iterations = 0;
   int repetitions = 0;
-  bool grid_barrier = false;      // a grid-wide barrier every iteration (NVSHMEM's put_bw does)
-  std::string status = "ok";      // ok, error, skipped
+  bool grid_barrier = false;  // a grid-wide barrier every iteration (NVSHMEM's put_bw does)
+  std::string status = "ok";  // ok, error, skipped
   std::string note;
 };
 
@@ -176,10 +185,18 @@ inline std::string json_escape(std::string const& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -245,9 +262,8 @@ class sink {
                   r.case_name.c_str(), r.library.c_str(), r.variant.c_str(), r.scope.c_str(), r.ctas, r.npes, r.size,
                   r.metric.c_str(), r.value, r.unit.c_str(), r.iterations, r.repetitions);
     } else {
-      std::printf("%-22s %-8s %-6s %-6s ctas=%-3d npes=%d size=%-11zu %s: %s\n", r.case_name.c_str(),
-                  r.library.c_str(), r.variant.c_str(), r.scope.c_str(), r.ctas, r.npes, r.size, r.status.c_str(),
-                  r.note.c_str());
+      std::printf("%-22s %-8s %-6s %-6s ctas=%-3d npes=%d size=%-11zu %s: %s\n", r.case_name.c_str(), r.library.c_str(),
+                  r.variant.c_str(), r.scope.c_str(), r.ctas, r.npes, r.size, r.status.c_str(), r.note.c_str());
     }
     std::fflush(stdout);
   }
@@ -375,7 +391,10 @@ inline double us_per_iter(double ms, int iters) { return iters > 0 ? ms * 1e3 / 
 class session {
  public:
   session(options const& o, sink& out, collective coll, std::function<void()> health)
-      : opt_(o), out_(out), coll_(std::move(coll)), health_(std::move(health)),
+      : opt_(o),
+        out_(out),
+        coll_(std::move(coll)),
+        health_(std::move(health)),
         start_(std::chrono::steady_clock::now()) {}
 
   options const& opt() const { return opt_; }
@@ -469,8 +488,8 @@ struct case_entry {
 
 /// main() of a benchmark binary: parse, run the named case, report. Exit status: 0 all points ran
 /// (errors are rows, not exit codes), 2 bad usage or unknown case, 3 a broken CUDA context.
-inline int run_main(int argc, char** argv, char const* library, std::vector<case_entry> const& cases,
-                    collective coll, bool writer, std::vector<int> const& devices) {
+inline int run_main(int argc, char** argv, char const* library, std::vector<case_entry> const& cases, collective coll,
+                    bool writer, std::vector<int> const& devices) {
   options o;
   try {
     o = options::parse(argc, argv);

@@ -12,9 +12,12 @@ inline constexpr scope all_scopes[] = {scope::thread, scope::warp, scope::block}
 
 inline char const* name(scope s) {
   switch (s) {
-    case scope::thread: return "thread";
-    case scope::warp: return "warp";
-    case scope::block: return "block";
+    case scope::thread:
+      return "thread";
+    case scope::warp:
+      return "warp";
+    case scope::block:
+      return "block";
   }
   return "?";
 }
@@ -29,9 +32,12 @@ inline int latency_threads(scope s) { return s == scope::thread ? 1 : s == scope
 /// Index of the calling thread's group in the grid (groups numbered CTA by CTA).
 template <scope S>
 __device__ std::size_t group_index() {
-  if constexpr (S == scope::thread) return std::size_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  else if constexpr (S == scope::warp) return std::size_t{blockIdx.x} * (blockDim.x / 32) + threadIdx.x / 32;
-  else return blockIdx.x;
+  if constexpr (S == scope::thread)
+    return std::size_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  else if constexpr (S == scope::warp)
+    return std::size_t{blockIdx.x} * (blockDim.x / 32) + threadIdx.x / 32;
+  else
+    return blockIdx.x;
 }
 #endif
 
@@ -39,9 +45,12 @@ __device__ std::size_t group_index() {
 template <class F>
 decltype(auto) with_scope(scope s, F&& f) {
   switch (s) {
-    case scope::thread: return f.template operator()<scope::thread>();
-    case scope::warp: return f.template operator()<scope::warp>();
-    default: return f.template operator()<scope::block>();
+    case scope::thread:
+      return f.template operator()<scope::thread>();
+    case scope::warp:
+      return f.template operator()<scope::warp>();
+    default:
+      return f.template operator()<scope::block>();
   }
 }
 

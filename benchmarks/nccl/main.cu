@@ -25,7 +25,8 @@ constexpr int calls_per_graph = 20;
 
 void check_nccl(ncclResult_t rc, char const* expr, int line) {
   if (rc != ncclSuccess) {
-    throw bench::failure(std::string(expr) + " failed: " + ncclGetErrorString(rc) + " at nccl/main.cu:" + std::to_string(line));
+    throw bench::failure(std::string(expr) + " failed: " + ncclGetErrorString(rc) +
+                         " at nccl/main.cu:" + std::to_string(line));
   }
 }
 #define BENCH_NCCL(expr) check_nccl((expr), #expr, __LINE__)
@@ -63,7 +64,9 @@ struct graph_exec_deleter {
 };
 using graph_exec = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, graph_exec_deleter>;
 
-std::string cuda_text(cudaError_t rc) { return std::string(cudaGetErrorName(rc)) + " (" + cudaGetErrorString(rc) + ")"; }
+std::string cuda_text(cudaError_t rc) {
+  return std::string(cudaGetErrorName(rc)) + " (" + cudaGetErrorString(rc) + ")";
+}
 
 /// One float-sum all-reduce of `n` elements on every GPU, the per-GPU calls in one NCCL group (one
 /// thread drives all GPUs, so without the group the first call would wait for the others). The
@@ -117,8 +120,10 @@ class multi_capture {
       cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
       cudaError_t const rc = cudaStreamIsCapturing(streams_[d], &st);
       if (rc != cudaSuccess) return "cudaStreamIsCapturing on GPU " + std::to_string(d) + ": " + cuda_text(rc);
-      if (st == cudaStreamCaptureStatusInvalidated) return "the capture on GPU " + std::to_string(d) + " was invalidated";
-      if (st == cudaStreamCaptureStatusNone) return "the stream of GPU " + std::to_string(d) + " is no longer capturing";
+      if (st == cudaStreamCaptureStatusInvalidated)
+        return "the capture on GPU " + std::to_string(d) + " was invalidated";
+      if (st == cudaStreamCaptureStatusNone)
+        return "the stream of GPU " + std::to_string(d) + " is no longer capturing";
     }
     return {};
   }
@@ -133,11 +138,13 @@ class multi_capture {
       cudaGraph_t g = nullptr;
       cudaError_t rc = cudaStreamEndCapture(streams_[d], &g);
       open_[d] = false;
-      if (rc != cudaSuccess && problem.empty()) problem = "cudaStreamEndCapture on GPU " + std::to_string(d) + ": " + cuda_text(rc);
+      if (rc != cudaSuccess && problem.empty())
+        problem = "cudaStreamEndCapture on GPU " + std::to_string(d) + ": " + cuda_text(rc);
       cudaGraphExec_t exec = nullptr;
       if (rc == cudaSuccess) {
         rc = cudaGraphInstantiate(&exec, g, 0);
-        if (rc != cudaSuccess && problem.empty()) problem = "cudaGraphInstantiate on GPU " + std::to_string(d) + ": " + cuda_text(rc);
+        if (rc != cudaSuccess && problem.empty())
+          problem = "cudaGraphInstantiate on GPU " + std::to_string(d) + ": " + cuda_text(rc);
       }
       if (g) cudaGraphDestroy(g);
       execs.emplace_back(exec);
@@ -162,7 +169,8 @@ std::vector<graph_exec> capture_all_reduces(communicators const& c, std::vector<
   for (int k = 0; k < calls_per_graph; ++k) {
     if (ncclResult_t const rc = grouped_all_reduce(c, in, out, n); rc != ncclSuccess) {
       throw bench::failure("ncclAllReduce " + std::to_string(k + 1) + " of " + std::to_string(calls_per_graph) +
-                           " inside the capture: " + ncclGetErrorString(rc) + " (" + ncclGetLastError(c.comms[0]) + ")");
+                           " inside the capture: " + ncclGetErrorString(rc) + " (" + ncclGetLastError(c.comms[0]) +
+                           ")");
     }
     if (std::string const why = cap.broken(); !why.empty()) {
       throw bench::failure("after ncclAllReduce " + std::to_string(k + 1) + " of " + std::to_string(calls_per_graph) +
@@ -182,7 +190,9 @@ void recover(communicators const& c) {
 }
 
 char const* mode_name(cudaStreamCaptureMode m) {
-  return m == cudaStreamCaptureModeThreadLocal ? "thread-local" : m == cudaStreamCaptureModeRelaxed ? "relaxed" : "global";
+  return m == cudaStreamCaptureModeThreadLocal ? "thread-local"
+         : m == cudaStreamCaptureModeRelaxed   ? "relaxed"
+                                               : "global";
 }
 
 void all_reduce(bench::session& s) {
@@ -190,7 +200,8 @@ void all_reduce(bench::session& s) {
   int const npes = o.npes;
   int count = 0;
   BENCH_CUDA(cudaGetDeviceCount(&count));
-  if (count < npes) throw bench::failure("needs " + std::to_string(npes) + " GPUs, " + std::to_string(count) + " visible");
+  if (count < npes)
+    throw bench::failure("needs " + std::to_string(npes) + " GPUs, " + std::to_string(count) + " visible");
   communicators c(npes);
   constexpr std::size_t max_bytes = 64 * bench::MiB;
   std::vector<bench::device_buffer<float>> in, out;
@@ -199,10 +210,18 @@ void all_reduce(bench::session& s) {
     out.emplace_back(d, max_bytes / sizeof(float));
   }
   bench::event_timer timer(0);
-  std::vector<std::size_t> const sizes =
-      o.quick ? std::vector<std::size_t>{8, 64 * bench::KiB, bench::MiB}
-              : std::vector<std::size_t>{8, 64, 512, 4 * bench::KiB, 32 * bench::KiB, 64 * bench::KiB, 256 * bench::KiB,
-                                         bench::MiB, 4 * bench::MiB, 16 * bench::MiB, 64 * bench::MiB};
+  std::vector<std::size_t> const sizes = o.quick ? std::vector<std::size_t>{8, 64 * bench::KiB, bench::MiB}
+                                                 : std::vector<std::size_t>{8,
+                                                                            64,
+                                                                            512,
+                                                                            4 * bench::KiB,
+                                                                            32 * bench::KiB,
+                                                                            64 * bench::KiB,
+                                                                            256 * bench::KiB,
+                                                                            bench::MiB,
+                                                                            4 * bench::MiB,
+                                                                            16 * bench::MiB,
+                                                                            64 * bench::MiB};
   bench::plan plan = bench::latency_plan(o, 25, 10);  // graph launches
   plan.warmup_iters = 2;
   int version = 0;
@@ -257,7 +276,8 @@ void all_reduce(bench::session& s) {
         for (int d = npes - 1; d >= 0; --d) {
           BENCH_CUDA(cudaSetDevice(d));
           if (d == 0) timer.start(c.streams[0]);
-          for (int l = 0; l < launches; ++l) BENCH_CUDA(cudaGraphLaunch(graphs[static_cast<std::size_t>(d)].get(), c.streams[d]));
+          for (int l = 0; l < launches; ++l)
+            BENCH_CUDA(cudaGraphLaunch(graphs[static_cast<std::size_t>(d)].get(), c.streams[d]));
           if (d == 0) timer.stop(c.streams[0]);
         }
         std::vector<double> ms{timer.ms()};

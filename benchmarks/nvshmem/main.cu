@@ -52,7 +52,9 @@ struct sym {
   T* p = nullptr;
   explicit sym(std::size_t n) {
     p = static_cast<T*>(nvshmem_malloc(n * sizeof(T)));
-    if (!p) throw bench::failure("nvshmem_malloc(" + std::to_string(n * sizeof(T)) + ") failed (NVSHMEM_SYMMETRIC_SIZE too small?)");
+    if (!p)
+      throw bench::failure("nvshmem_malloc(" + std::to_string(n * sizeof(T)) +
+                           ") failed (NVSHMEM_SYMMETRIC_SIZE too small?)");
     BENCH_CUDA(cudaMemset(p, 0, n * sizeof(T)));
     BENCH_CUDA(cudaDeviceSynchronize());
     nvshmem_barrier_all();
@@ -88,14 +90,19 @@ void collective_launch(void const* kernel, int threads, void** args) {
 /// A group's leader is thread 0 of its warp (warp scope), of the CTA (block scope), or itself.
 template <scope S>
 __device__ void group_sync() {
-  if constexpr (S == scope::warp) __syncwarp();
-  else if constexpr (S == scope::block) __syncthreads();
+  if constexpr (S == scope::warp)
+    __syncwarp();
+  else if constexpr (S == scope::block)
+    __syncthreads();
 }
 template <scope S>
 __device__ bool leader() {
-  if constexpr (S == scope::warp) return threadIdx.x % 32 == 0;
-  else if constexpr (S == scope::block) return threadIdx.x == 0;
-  else return true;
+  if constexpr (S == scope::warp)
+    return threadIdx.x % 32 == 0;
+  else if constexpr (S == scope::block)
+    return threadIdx.x == 0;
+  else
+    return true;
 }
 
 // ---- put_bw / get_bw ---------------------------------------------------------------------------------
@@ -106,13 +113,19 @@ __global__ void __launch_bounds__(threads_per_cta, 1)
   char* const p = buf + bench::group_index<S>() * chunk;
   for (int i = 0; i < iters; ++i) {
     if constexpr (Get) {
-      if constexpr (S == scope::block) nvshmemx_getmem_nbi_block(p, p, chunk, peer);
-      else if constexpr (S == scope::warp) nvshmemx_getmem_nbi_warp(p, p, chunk, peer);
-      else nvshmem_getmem_nbi(p, p, chunk, peer);
+      if constexpr (S == scope::block)
+        nvshmemx_getmem_nbi_block(p, p, chunk, peer);
+      else if constexpr (S == scope::warp)
+        nvshmemx_getmem_nbi_warp(p, p, chunk, peer);
+      else
+        nvshmem_getmem_nbi(p, p, chunk, peer);
     } else {
-      if constexpr (S == scope::block) nvshmemx_putmem_nbi_block(p, p, chunk, peer);
-      else if constexpr (S == scope::warp) nvshmemx_putmem_nbi_warp(p, p, chunk, peer);
-      else nvshmem_putmem_nbi(p, p, chunk, peer);
+      if constexpr (S == scope::block)
+        nvshmemx_putmem_nbi_block(p, p, chunk, peer);
+      else if constexpr (S == scope::warp)
+        nvshmemx_putmem_nbi_warp(p, p, chunk, peer);
+      else
+        nvshmem_putmem_nbi(p, p, chunk, peer);
     }
     bench::grid_barrier(counter, static_cast<unsigned>(i + 1) * gridDim.x);
   }
@@ -137,7 +150,8 @@ void bandwidth(bench::session& s, char const* case_name, bool get) {
         auto const k = get ? bw_kernel<S, true> : bw_kernel<S, false>;
         int const resident = s.coll().max_int(bench::max_resident_ctas(k, threads_per_cta, my_device));
         for (int const ctas : grid) {
-          std::size_t const units = static_cast<std::size_t>(ctas) * (threads_per_cta / bench::group_threads(sc, threads_per_cta));
+          std::size_t const units =
+              static_cast<std::size_t>(ctas) * (threads_per_cta / bench::group_threads(sc, threads_per_cta));
           for (std::size_t const size : sizes) {
             std::size_t const chunk = size / units / 8 * 8;
             if (chunk == 0) continue;
@@ -183,9 +197,12 @@ void get_bw(bench::session& s) { bandwidth(s, "get_bw", true); }
 template <scope S>
 __global__ void __launch_bounds__(1024, 1) put_latency_kernel(char* buf, std::size_t n, int peer, int iters) {
   for (int i = 0; i < iters; ++i) {
-    if constexpr (S == scope::block) nvshmemx_putmem_nbi_block(buf, buf, n, peer);
-    else if constexpr (S == scope::warp) nvshmemx_putmem_nbi_warp(buf, buf, n, peer);
-    else nvshmem_putmem_nbi(buf, buf, n, peer);
+    if constexpr (S == scope::block)
+      nvshmemx_putmem_nbi_block(buf, buf, n, peer);
+    else if constexpr (S == scope::warp)
+      nvshmemx_putmem_nbi_warp(buf, buf, n, peer);
+    else
+      nvshmem_putmem_nbi(buf, buf, n, peer);
     group_sync<S>();
     if (leader<S>()) nvshmem_quiet();
     group_sync<S>();
@@ -205,12 +222,18 @@ enum class amo { fetch_add, fetch, compare_swap, swap, add, set };
 constexpr amo all_amos[] = {amo::fetch_add, amo::fetch, amo::compare_swap, amo::swap, amo::add, amo::set};
 constexpr char const* amo_name(amo a) {
   switch (a) {
-    case amo::fetch_add: return "fetch_add";
-    case amo::fetch: return "fetch";
-    case amo::compare_swap: return "compare_swap";
-    case amo::swap: return "swap";
-    case amo::add: return "add";
-    case amo::set: return "set";
+    case amo::fetch_add:
+      return "fetch_add";
+    case amo::fetch:
+      return "fetch";
+    case amo::compare_swap:
+      return "compare_swap";
+    case amo::swap:
+      return "swap";
+    case amo::add:
+      return "add";
+    case amo::set:
+      return "set";
   }
   return "?";
 }
@@ -221,12 +244,18 @@ __global__ void atomic_latency_kernel(std::uint64_t* word, int peer, int iters, 
   std::uint64_t acc = 0;
   for (int i = 0; i < iters; ++i) {
     auto const v = static_cast<std::uint64_t>(i);
-    if constexpr (A == amo::fetch_add) acc += nvshmem_uint64_atomic_fetch_add(word, 1, peer);
-    else if constexpr (A == amo::fetch) acc += nvshmem_uint64_atomic_fetch(word, peer);
-    else if constexpr (A == amo::compare_swap) acc += nvshmem_uint64_atomic_compare_swap(word, v, v + 1, peer);
-    else if constexpr (A == amo::swap) acc += nvshmem_uint64_atomic_swap(word, v, peer);
-    else if constexpr (A == amo::add) nvshmem_uint64_atomic_add(word, 1, peer);
-    else nvshmem_uint64_atomic_set(word, v, peer);
+    if constexpr (A == amo::fetch_add)
+      acc += nvshmem_uint64_atomic_fetch_add(word, 1, peer);
+    else if constexpr (A == amo::fetch)
+      acc += nvshmem_uint64_atomic_fetch(word, peer);
+    else if constexpr (A == amo::compare_swap)
+      acc += nvshmem_uint64_atomic_compare_swap(word, v, v + 1, peer);
+    else if constexpr (A == amo::swap)
+      acc += nvshmem_uint64_atomic_swap(word, v, peer);
+    else if constexpr (A == amo::add)
+      nvshmem_uint64_atomic_add(word, 1, peer);
+    else
+      nvshmem_uint64_atomic_set(word, v, peer);
     if constexpr (!fetching(A)) nvshmem_quiet();
   }
   if constexpr (fetching(A)) nvshmem_quiet();
@@ -269,7 +298,8 @@ void put_latency(bench::session& s) {
       s.point(where, [&] {
         auto const m = bench::with_scope(sc, [&]<scope S>() {
           auto run = [&](int iters) {
-            return timed(timer, my_pe == 0, [&] { put_latency_kernel<S><<<1, threads, 0, stream>>>(buf.p, size, 1, iters); });
+            return timed(timer, my_pe == 0,
+                         [&] { put_latency_kernel<S><<<1, threads, 0, stream>>>(buf.p, size, 1, iters); });
           };
           return bench::measure(plan, s.coll(), run, latency_value);
         });
@@ -321,17 +351,30 @@ void atomic_latency(bench::session& s) {
     where.size = 8;
     where.metric = "latency";
     where.unit = "us";
-    where.note = fetching(a) ? "fetching: back to back, one quiet at the end" : "non-fetching: op + quiet per iteration";
+    where.note =
+        fetching(a) ? "fetching: back to back, one quiet at the end" : "non-fetching: op + quiet per iteration";
     s.point(where, [&] {
       auto run = [&](int iters) {
         return timed(timer, my_pe == 0, [&] {
           switch (a) {
-            case amo::fetch_add: atomic_latency_kernel<amo::fetch_add><<<1, 1, 0, stream>>>(word.p, 1, iters, sink.get()); break;
-            case amo::fetch: atomic_latency_kernel<amo::fetch><<<1, 1, 0, stream>>>(word.p, 1, iters, sink.get()); break;
-            case amo::compare_swap: atomic_latency_kernel<amo::compare_swap><<<1, 1, 0, stream>>>(word.p, 1, iters, sink.get()); break;
-            case amo::swap: atomic_latency_kernel<amo::swap><<<1, 1, 0, stream>>>(word.p, 1, iters, sink.get()); break;
-            case amo::add: atomic_latency_kernel<amo::add><<<1, 1, 0, stream>>>(word.p, 1, iters, sink.get()); break;
-            case amo::set: atomic_latency_kernel<amo::set><<<1, 1, 0, stream>>>(word.p, 1, iters, sink.get()); break;
+            case amo::fetch_add:
+              atomic_latency_kernel<amo::fetch_add><<<1, 1, 0, stream>>>(word.p, 1, iters, sink.get());
+              break;
+            case amo::fetch:
+              atomic_latency_kernel<amo::fetch><<<1, 1, 0, stream>>>(word.p, 1, iters, sink.get());
+              break;
+            case amo::compare_swap:
+              atomic_latency_kernel<amo::compare_swap><<<1, 1, 0, stream>>>(word.p, 1, iters, sink.get());
+              break;
+            case amo::swap:
+              atomic_latency_kernel<amo::swap><<<1, 1, 0, stream>>>(word.p, 1, iters, sink.get());
+              break;
+            case amo::add:
+              atomic_latency_kernel<amo::add><<<1, 1, 0, stream>>>(word.p, 1, iters, sink.get());
+              break;
+            case amo::set:
+              atomic_latency_kernel<amo::set><<<1, 1, 0, stream>>>(word.p, 1, iters, sink.get());
+              break;
           }
         });
       };
@@ -350,7 +393,8 @@ void atomic_rate(bench::session& s) {
   int const resident = s.coll().max_int(bench::max_resident_ctas(atomic_rate_kernel, threads_per_cta, my_device));
   for (int const ctas : o.quick ? std::vector<int>{4} : std::vector<int>{1, 4, 32}) {
     if (ctas > resident) continue;
-    for (std::size_t const size : o.quick ? std::vector<std::size_t>{64 * bench::KiB} : bench::geometric(8 * bench::KiB, max_size, 4)) {
+    for (std::size_t const size :
+         o.quick ? std::vector<std::size_t>{64 * bench::KiB} : bench::geometric(8 * bench::KiB, max_size, 4)) {
       std::size_t const n = size / 8;
       bench::row where = base("atomic_rate");
       where.variant = "add";
@@ -384,9 +428,12 @@ __global__ void __launch_bounds__(1024, 1)
     pingpong_kernel(char* data, std::size_t n, std::uint64_t* sig, int iters, int me) {
   int const peer = 1 - me;
   auto put = [&](std::uint64_t v) {
-    if constexpr (S == scope::block) nvshmemx_putmem_signal_nbi_block(data, data, n, sig, v, NVSHMEM_SIGNAL_SET, peer);
-    else if constexpr (S == scope::warp) nvshmemx_putmem_signal_nbi_warp(data, data, n, sig, v, NVSHMEM_SIGNAL_SET, peer);
-    else nvshmem_putmem_signal_nbi(data, data, n, sig, v, NVSHMEM_SIGNAL_SET, peer);
+    if constexpr (S == scope::block)
+      nvshmemx_putmem_signal_nbi_block(data, data, n, sig, v, NVSHMEM_SIGNAL_SET, peer);
+    else if constexpr (S == scope::warp)
+      nvshmemx_putmem_signal_nbi_warp(data, data, n, sig, v, NVSHMEM_SIGNAL_SET, peer);
+    else
+      nvshmem_putmem_signal_nbi(data, data, n, sig, v, NVSHMEM_SIGNAL_SET, peer);
   };
   auto wait = [&](std::uint64_t v) {
     if (leader<S>()) nvshmem_signal_wait_until(sig, NVSHMEM_CMP_GE, v);
@@ -413,7 +460,8 @@ void put_signal_pingpong(bench::session& s) {
   for (scope const sc : bench::all_scopes) {
     int const threads = bench::latency_threads(sc);
     for (std::size_t const size : bench::geometric(8, max_size, o.quick ? 8 : 2)) {
-      bench::plan const plan = bench::latency_plan(o, size >= 64 * bench::KiB ? 100 : 500, size >= 64 * bench::KiB ? 50 : 200);
+      bench::plan const plan =
+          bench::latency_plan(o, size >= 64 * bench::KiB ? 100 : 500, size >= 64 * bench::KiB ? 50 : 200);
       bench::row where = base("put_signal_pingpong");
       where.variant = "set";
       where.scope = bench::name(sc);
@@ -452,9 +500,12 @@ void put_signal_pingpong(bench::session& s) {
 template <scope S>
 __global__ void __launch_bounds__(1024, 1) barrier_kernel(int iters) {
   for (int i = 0; i < iters; ++i) {
-    if constexpr (S == scope::block) nvshmemx_barrier_all_block();
-    else if constexpr (S == scope::warp) nvshmemx_barrier_all_warp();
-    else nvshmem_barrier_all();
+    if constexpr (S == scope::block)
+      nvshmemx_barrier_all_block();
+    else if constexpr (S == scope::warp)
+      nvshmemx_barrier_all_warp();
+    else
+      nvshmem_barrier_all();
   }
 }
 
@@ -521,7 +572,8 @@ int main(int argc, char** argv) {
       nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
       if (nvshmemx_set_attr_uniqueid_args(my_pe, n_pes, &id, &attr) != 0)
         throw bench::failure("nvshmemx_set_attr_uniqueid_args failed");
-      if (nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr) != 0) throw bench::failure("nvshmemx_init_attr failed");
+      if (nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr) != 0)
+        throw bench::failure("nvshmemx_init_attr failed");
       nvshmem_up = true;
       if (nvshmem_my_pe() != my_pe || nvshmem_n_pes() != n_pes)
         throw bench::failure("NVSHMEM's PE numbering differs from MPI's");

@@ -27,13 +27,13 @@ namespace cg = cooperative_groups;
 namespace vg = gpucomm::verbs_gpu;
 namespace vm = gpucomm::verbs_gpu::model;
 
-#define CK(expr)                                                                                              \
-  do {                                                                                                        \
-    cudaError_t const e_ = (expr);                                                                            \
-    if (e_ != cudaSuccess) {                                                                                  \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_));      \
-      std::exit(2);                                                                                           \
-    }                                                                                                         \
+#define CK(expr)                                                                                         \
+  do {                                                                                                   \
+    cudaError_t const e_ = (expr);                                                                       \
+    if (e_ != cudaSuccess) {                                                                             \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                                      \
+    }                                                                                                    \
   } while (0)
 
 namespace {
@@ -55,8 +55,8 @@ __global__ void post_rate_kernel(vg::send_queue const* sqs, int nqp, int iters, 
     vg::send_queue const sq = sqs[blockIdx.x % nqp];
     for (int i = 0; i < iters; ++i) {
       bool const last = i == iters - 1;
-      vg::status const s = sq.post(gpucomm::single_thread{}, 1, batch, write_nop_builder{},
-                                   last ? vg::post_flags::none : flags);
+      vg::status const s =
+          sq.post(gpucomm::single_thread{}, 1, batch, write_nop_builder{}, last ? vg::post_flags::none : flags);
       if (s != vg::status::ok) st = s;
     }
   } else if constexpr (Kind == 1) {
@@ -115,12 +115,11 @@ struct bench_qp {
     auto* h = static_cast<unsigned char*>(misc->host);
     auto* d = static_cast<unsigned char*>(misc->dev);
     std::memset(h + 256, 0xff, 64);  // the collapsed CQE: INVALID
-    std::uint32_t const cqn = n.create_cq(vm::cq_config{vg::cq_mode::collapsed, reinterpret_cast<vg::cqe64*>(h + 256), 0,
-                                                        reinterpret_cast<std::uint32_t*>(h + 64)});
-    std::uint32_t const qpn =
-        n.create_qp(vm::qp_config{pd, static_cast<std::byte*>(ring), log_depth,
-                                  reinterpret_cast<std::uint32_t*>(h) + vg::dbr_snd, reinterpret_cast<std::uint64_t*>(h + 128),
-                                  cqn, 0});
+    std::uint32_t const cqn = n.create_cq(vm::cq_config{vg::cq_mode::collapsed, reinterpret_cast<vg::cqe64*>(h + 256),
+                                                        0, reinterpret_cast<std::uint32_t*>(h + 64)});
+    std::uint32_t const qpn = n.create_qp(vm::qp_config{pd, static_cast<std::byte*>(ring), log_depth,
+                                                        reinterpret_cast<std::uint32_t*>(h) + vg::dbr_snd,
+                                                        reinterpret_cast<std::uint64_t*>(h + 128), cqn, 0});
     sq.ring = static_cast<std::byte*>(ring);
     sq.log_depth = log_depth;
     sq.qpn = qpn;
@@ -164,7 +163,7 @@ int main(int argc, char** argv) {
   int const sms = prop.multiProcessorCount;
   int const gpu_blocks = sms * 2, gpu_threads = 256;
   int const nqp = gpu_blocks * gpu_threads / 32;  // one QP per warp for the whole-GPU case
-  constexpr std::uint32_t log_depth = 13;          // 8192 WQEBBs per QP
+  constexpr std::uint32_t log_depth = 13;         // 8192 WQEBBs per QP
   std::vector<std::unique_ptr<bench_qp>> qps;
   std::vector<vg::send_queue> views;
   for (int q = 0; q < nqp; ++q) {
@@ -203,16 +202,21 @@ int main(int argc, char** argv) {
     std::printf("%-28s %12.1f M WQE/s\n", name, static_cast<double>(wqes) / (ms[ms.size() / 2] * 1e-3) / 1e6);
   };
   int const depth_half = (1 << log_depth) / 2;
-  run("thread_ring_every_wqe", [&] { post_rate_kernel<0><<<1, 32>>>(d_sqs, 1, 1024, 1, vg::post_flags::none, d_fail); },
+  run(
+      "thread_ring_every_wqe", [&] { post_rate_kernel<0><<<1, 32>>>(d_sqs, 1, 1024, 1, vg::post_flags::none, d_fail); },
       1024);
-  run("thread_batched_32",
+  run(
+      "thread_batched_32",
       [&] { post_rate_kernel<0><<<1, 32>>>(d_sqs, 1, 2048, 1, vg::post_flags::defer_doorbell, d_fail); }, 2048);
-  run("warp_batch_32", [&] { post_rate_kernel<1><<<1, 32>>>(d_sqs, 1, depth_half / 32, 32, vg::post_flags::none, d_fail); },
-      depth_half);
-  run("block_256_batch_256",
+  run(
+      "warp_batch_32",
+      [&] { post_rate_kernel<1><<<1, 32>>>(d_sqs, 1, depth_half / 32, 32, vg::post_flags::none, d_fail); }, depth_half);
+  run(
+      "block_256_batch_256",
       [&] { post_rate_kernel<2><<<1, 256>>>(d_sqs, 1, depth_half / 256, 256, vg::post_flags::none, d_fail); },
       depth_half);
-  run("gpu_warps_qp_per_warp",
+  run(
+      "gpu_warps_qp_per_warp",
       [&] {
         post_rate_kernel<1><<<gpu_blocks, gpu_threads>>>(d_sqs, nqp, depth_half / 32, 32, vg::post_flags::none, d_fail);
       },
@@ -241,7 +245,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot write %s\n", argv[1]);
     return 1;
   }
-  std::fprintf(f, "{\n  \"benchmark\": \"verbs_gpu_posting\",\n  \"device\": \"%s\",\n  \"sms\": %d,\n", prop.name, sms);
+  std::fprintf(f, "{\n  \"benchmark\": \"verbs_gpu_posting\",\n  \"device\": \"%s\",\n  \"sms\": %d,\n", prop.name,
+               sms);
   std::fprintf(f, "  \"consumer\": \"nic_model drain_only\",\n  \"failed_posts\": %d,\n  \"rate\": [\n", fails);
   for (std::size_t i = 0; i < results.size(); ++i) {
     auto const& r = results[i];

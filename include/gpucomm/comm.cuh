@@ -117,8 +117,7 @@ class comm {
 
   /// As get, but returns at once; `dst` holds the data after `quiet`.
   template <class G, class T>
-  __device__ void get_nbi(G const& g, T* dst, std::type_identity_t<sym_ptr<T const>> src, std::size_t n,
-                          int pe) const {
+  __device__ void get_nbi(G const& g, T* dst, std::type_identity_t<sym_ptr<T const>> src, std::size_t n, int pe) const {
     require_group<G>();
     static_assert(Transport::caps.get, "gpucomm: this transport has no get_nbi (capabilities::get is false)");
     if constexpr (Transport::caps.get) Transport::get(*this, g, dst, src, n, pe, /*blocking=*/false);
@@ -127,8 +126,8 @@ class comm {
   /// put, then update signal `sig` at PE `pe` by `op` with `value`; the data is delivered before
   /// the update is visible. Returns when `src` may be reused.
   template <class G, class T>
-  __device__ void put_signal(G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
-                             sym_ptr<signal_t> sig, signal_t value, signal_op op, int pe) const {
+  __device__ void put_signal(G const& g, sym_ptr<T> dst, T const* src, std::size_t n, sym_ptr<signal_t> sig,
+                             signal_t value, signal_op op, int pe) const {
     require_group<G>();
     static_assert(Transport::caps.put_signal,
                   "gpucomm: this transport has no put_signal (capabilities::put_signal is false)");
@@ -138,8 +137,8 @@ class comm {
 
   /// As put_signal, but returns at once; `src` may be reused after `quiet`.
   template <class G, class T>
-  __device__ void put_signal_nbi(G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
-                                 sym_ptr<signal_t> sig, signal_t value, signal_op op, int pe) const {
+  __device__ void put_signal_nbi(G const& g, sym_ptr<T> dst, T const* src, std::size_t n, sym_ptr<signal_t> sig,
+                                 signal_t value, signal_op op, int pe) const {
     require_group<G>();
     static_assert(Transport::caps.put_signal,
                   "gpucomm: this transport has no put_signal_nbi (capabilities::put_signal is false)");
@@ -267,8 +266,10 @@ class comm {
     static_assert(Transport::caps.load_store,
                   "gpucomm: remote() needs a transport whose peers are reachable by load and store "
                   "(capabilities::load_store), such as NVLinkStore");
-    if constexpr (Transport::caps.load_store) return Transport::remote(*this, p, pe);
-    else return nullptr;
+    if constexpr (Transport::caps.load_store)
+      return Transport::remote(*this, p, pe);
+    else
+      return nullptr;
   }
 
  private:
@@ -289,8 +290,7 @@ class comm {
   GPUCOMM_HD static constexpr void check_atomic() {
     static_assert(Transport::caps.atomics, "gpucomm: this transport has no atomics (capabilities::atomics is false)");
     if constexpr (Op == atomic_op::fetch_add || Op == atomic_op::add) {
-      static_assert(atomic_addable<T>,
-                    "gpucomm: atomic add takes a 32- or 64-bit integer, float or double");
+      static_assert(atomic_addable<T>, "gpucomm: atomic add takes a 32- or 64-bit integer, float or double");
       static_assert(atomic_integer<T> || Transport::caps.float_add,
                     "gpucomm: this transport has no floating-point atomic add (capabilities::float_add is false)");
     } else {

@@ -28,8 +28,7 @@ class error : public std::runtime_error {
   int pe() const noexcept { return pe_; }
 
  private:
-  static std::string format(std::string const& call, int pe, std::string const& what,
-                            std::string const& hint) {
+  static std::string format(std::string const& call, int pe, std::string const& what, std::string const& hint) {
     std::ostringstream os;
     os << "gpucomm: " << call;
     if (pe >= 0) os << " on PE " << pe;

@@ -59,13 +59,12 @@ template <class G>
 struct group_static_size : std::integral_constant<unsigned, 0> {};
 
 template <class G>
-  requires requires { G::static_size; }
+requires requires { G::static_size; }
 struct group_static_size<G> : std::integral_constant<unsigned, G::static_size> {};
 
 #if defined(__CUDACC__)
 template <unsigned N, class Parent>
-struct group_static_size<cooperative_groups::thread_block_tile<N, Parent>>
-    : std::integral_constant<unsigned, N> {};
+struct group_static_size<cooperative_groups::thread_block_tile<N, Parent>> : std::integral_constant<unsigned, N> {};
 #endif
 
 template <class G>
@@ -73,7 +72,9 @@ inline constexpr unsigned group_static_size_v = group_static_size<std::remove_cv
 
 /// True when the group type has shfl(value, src_rank).
 template <class G>
-concept shuffling_group = group<G> && requires(G const& g, std::uint64_t v) { g.shfl(v, 0u); };
+concept shuffling_group = group<G> && requires(G const& g, std::uint64_t v) {
+  g.shfl(v, 0u);
+};
 
 // The helpers below are __host__ __device__ so that host code can drive the same templates with
 // host-side group types (verbs_gpu's host tests and host producers do); the pragma lets them call
@@ -123,8 +124,8 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE void group_sync(G const& g) {
 #if defined(__CUDACC__)
 /// True when the type can hand a value from one of its threads to all of them.
 template <class G>
-concept broadcasting_group =
-    shuffling_group<G> || (group<G> && std::is_same_v<std::remove_cvref_t<G>, cooperative_groups::thread_block>);
+concept broadcasting_group = shuffling_group<G> ||
+    (group<G>&& std::is_same_v<std::remove_cvref_t<G>, cooperative_groups::thread_block>);
 
 /// The leader's `value`, returned to every thread of g. T is trivially copyable, at most 8 bytes.
 template <group G, class T>

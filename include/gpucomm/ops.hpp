@@ -24,12 +24,18 @@ enum class cmp : int { eq, ne, lt, le, gt, ge };
 template <class T>
 GPUCOMM_HD constexpr bool compare(cmp c, T lhs, T rhs) noexcept {
   switch (c) {
-    case cmp::eq: return lhs == rhs;
-    case cmp::ne: return lhs != rhs;
-    case cmp::lt: return lhs < rhs;
-    case cmp::le: return lhs <= rhs;
-    case cmp::gt: return lhs > rhs;
-    case cmp::ge: return lhs >= rhs;
+    case cmp::eq:
+      return lhs == rhs;
+    case cmp::ne:
+      return lhs != rhs;
+    case cmp::lt:
+      return lhs < rhs;
+    case cmp::le:
+      return lhs <= rhs;
+    case cmp::gt:
+      return lhs > rhs;
+    case cmp::ge:
+      return lhs >= rhs;
   }
   return false;
 }

@@ -33,8 +33,7 @@ class sym_ptr {
   GPUCOMM_HD constexpr explicit sym_ptr(T* local) noexcept : local_(local) {}
   /// sym_ptr<T> converts to sym_ptr<T const>.
   template <class U>
-    requires(std::is_same_v<T, U const>)
-  GPUCOMM_HD constexpr sym_ptr(sym_ptr<U> other) noexcept : local_(other.get()) {}
+  requires(std::is_same_v<T, U const>) GPUCOMM_HD constexpr sym_ptr(sym_ptr<U> other) noexcept : local_(other.get()) {}
 
   /// This PE's copy, as a plain pointer.
   GPUCOMM_HD constexpr T* get() const noexcept { return local_; }
@@ -45,19 +44,37 @@ class sym_ptr {
   GPUCOMM_HD constexpr T* operator->() const noexcept { return local_; }
   GPUCOMM_HD constexpr T& operator[](std::ptrdiff_t i) const noexcept { return local_[i]; }
 
-  GPUCOMM_HD constexpr sym_ptr& operator+=(std::ptrdiff_t i) noexcept { local_ += i; return *this; }
-  GPUCOMM_HD constexpr sym_ptr& operator-=(std::ptrdiff_t i) noexcept { local_ -= i; return *this; }
-  GPUCOMM_HD constexpr sym_ptr& operator++() noexcept { ++local_; return *this; }
-  GPUCOMM_HD constexpr sym_ptr& operator--() noexcept { --local_; return *this; }
-  GPUCOMM_HD constexpr sym_ptr operator++(int) noexcept { sym_ptr old = *this; ++local_; return old; }
-  GPUCOMM_HD constexpr sym_ptr operator--(int) noexcept { sym_ptr old = *this; --local_; return old; }
+  GPUCOMM_HD constexpr sym_ptr& operator+=(std::ptrdiff_t i) noexcept {
+    local_ += i;
+    return *this;
+  }
+  GPUCOMM_HD constexpr sym_ptr& operator-=(std::ptrdiff_t i) noexcept {
+    local_ -= i;
+    return *this;
+  }
+  GPUCOMM_HD constexpr sym_ptr& operator++() noexcept {
+    ++local_;
+    return *this;
+  }
+  GPUCOMM_HD constexpr sym_ptr& operator--() noexcept {
+    --local_;
+    return *this;
+  }
+  GPUCOMM_HD constexpr sym_ptr operator++(int) noexcept {
+    sym_ptr old = *this;
+    ++local_;
+    return old;
+  }
+  GPUCOMM_HD constexpr sym_ptr operator--(int) noexcept {
+    sym_ptr old = *this;
+    --local_;
+    return old;
+  }
 
   GPUCOMM_HD friend constexpr sym_ptr operator+(sym_ptr p, std::ptrdiff_t i) noexcept { return p += i; }
   GPUCOMM_HD friend constexpr sym_ptr operator+(std::ptrdiff_t i, sym_ptr p) noexcept { return p += i; }
   GPUCOMM_HD friend constexpr sym_ptr operator-(sym_ptr p, std::ptrdiff_t i) noexcept { return p -= i; }
-  GPUCOMM_HD friend constexpr std::ptrdiff_t operator-(sym_ptr a, sym_ptr b) noexcept {
-    return a.local_ - b.local_;
-  }
+  GPUCOMM_HD friend constexpr std::ptrdiff_t operator-(sym_ptr a, sym_ptr b) noexcept { return a.local_ - b.local_; }
   GPUCOMM_HD friend constexpr bool operator==(sym_ptr a, sym_ptr b) noexcept { return a.local_ == b.local_; }
   GPUCOMM_HD friend constexpr auto operator<=>(sym_ptr a, sym_ptr b) noexcept { return a.local_ <=> b.local_; }
 

@@ -12,7 +12,12 @@ namespace {
 
 enum aop : int { a_fetch_add_one, a_add, a_or_and, a_xor, a_swap, a_cas_lock, a_own_word };
 char const* aop_name(int op) {
-  static char const* const n[] = {"fetch_add(1)", "add", "fetch_or/fetch_and", "fetch_xor", "swap", "compare_swap lock",
+  static char const* const n[] = {"fetch_add(1)",
+                                  "add",
+                                  "fetch_or/fetch_and",
+                                  "fetch_xor",
+                                  "swap",
+                                  "compare_swap lock",
                                   "set/fetch/compare_swap on own word"};
   return n[op];
 }
@@ -127,8 +132,8 @@ __global__ void atomic_kernel(atomic_args<T> a) {
         a.c.set(g, word, v, t);
         wrong += fetched(a.c.fetch(g, word, t)) != v;
         wrong += fetched(a.c.compare_swap(g, word, static_cast<T>(v ^ T(2)), T(0), t)) != v;  // fails, returns v
-        wrong += fetched(a.c.fetch(g, word, t)) != v;                                       // unchanged
-        wrong += fetched(a.c.compare_swap(g, word, v, v2, t)) != v;                          // succeeds
+        wrong += fetched(a.c.fetch(g, word, t)) != v;                                         // unchanged
+        wrong += fetched(a.c.compare_swap(g, word, v, v2, t)) != v;                           // succeeds
         wrong += fetched(a.c.fetch(g, word, t)) != v2;
       }
     }
@@ -140,8 +145,10 @@ __global__ void atomic_kernel(atomic_args<T> a) {
 template <class T>
 std::string show(T v) {
   std::ostringstream s;
-  if constexpr (sizeof(T) == 1) s << static_cast<int>(v);
-  else s << v;
+  if constexpr (sizeof(T) == 1)
+    s << static_cast<int>(v);
+  else
+    s << v;
   return s.str();
 }
 
@@ -159,9 +166,11 @@ void run_atomic(int op, unsigned grid, unsigned block, unsigned gpb, int iters, 
   auto slots = w.alloc<T>(ngroups);
   auto errors = make_counters(w);
   std::vector<T> init(nwords, T(7));
-  T const base = std::is_floating_point_v<T> ? T(-1000)
-                 : std::is_signed_v<T>       ? static_cast<T>(sizeof(T) == 4 ? -1000 : 0x7FFFFFFF - 500)
-                 : static_cast<T>(sizeof(T) == 4 ? 0xFFFFFFFFu - 300u : 0xFFFFFFFFull - 300u);  // crosses 0 / 2^31 / 2^32
+  T const base =
+      std::is_floating_point_v<T> ? T(-1000)
+      : std::is_signed_v<T>
+          ? static_cast<T>(sizeof(T) == 4 ? -1000 : 0x7FFFFFFF - 500)
+          : static_cast<T>(sizeof(T) == 4 ? 0xFFFFFFFFu - 300u : 0xFFFFFFFFull - 300u);  // crosses 0 / 2^31 / 2^32
   if (op == a_fetch_add_one || op == a_add || op == a_swap) init[0] = base;
   if (op == a_or_and) std::fill(init.begin(), init.end(), T(0));
   if (op == a_xor) std::fill(init.begin(), init.end(), xor_initial<T>());
@@ -169,8 +178,14 @@ void run_atomic(int op, unsigned grid, unsigned block, unsigned gpb, int iters, 
   for (int pe : w.local_pes()) upload(w, pe, words.ptr(pe), init);
   w.barrier();
   gpucomm::test::for_each_local_pe(w, [&](int pe) {
-    atomic_args<T> a{w.comm<gpucomm::NVLinkStore>(pe), words.ptr(pe), op, target, iters, out.ptr(pe).get(),
-                     slots.ptr(pe).get(), errors.ptr(pe).get()};
+    atomic_args<T> a{w.comm<gpucomm::NVLinkStore>(pe),
+                     words.ptr(pe),
+                     op,
+                     target,
+                     iters,
+                     out.ptr(pe).get(),
+                     slots.ptr(pe).get(),
+                     errors.ptr(pe).get()};
     atomic_kernel<T, M><<<grid, block, 0, w.stream(pe)>>>(a);
   });
   gpucomm::test::finish(w);
@@ -182,7 +197,10 @@ void run_atomic(int op, unsigned grid, unsigned block, unsigned gpb, int iters, 
   for (int pe : w.local_pes()) {
     auto const e = download(w, pe, errors.ptr(pe), errors.size());
     auto const wv = download(w, pe, words.ptr(pe), nwords);
-    INFO(aop_name(op) << " on " << sizeof(T) << "-byte " << (std::is_floating_point_v<T> ? "float" : std::is_signed_v<T> ? "signed" : "unsigned")
+    INFO(aop_name(op) << " on " << sizeof(T) << "-byte "
+                      << (std::is_floating_point_v<T> ? "float"
+                          : std::is_signed_v<T>       ? "signed"
+                                                      : "unsigned")
                       << ", group " << M::name << ", " << npes << " PEs, " << P << " groups x " << iters
                       << " iterations at PE " << target << "; checking PE " << pe);
     CHECK(e[0] == 0);  // group-form fetch gave threads of one group different values
@@ -211,7 +229,8 @@ void run_atomic(int op, unsigned grid, unsigned block, unsigned gpb, int iters, 
       expect[0] = sum;
     } else if constexpr (gpucomm::atomic_integer<T>) {
       if (op == a_or_and) {
-        for (unsigned p = 0; p < P; ++p) expect[p / bits_of_v<T>] = static_cast<T>(expect[p / bits_of_v<T>] | bit_of<T>(p));
+        for (unsigned p = 0; p < P; ++p)
+          expect[p / bits_of_v<T>] = static_cast<T>(expect[p / bits_of_v<T>] | bit_of<T>(p));
       } else if (op == a_xor) {
         for (unsigned p = 0; p < P; ++p)
           if (((iters + static_cast<int>(p & 1u)) & 1) != 0)
@@ -225,7 +244,8 @@ void run_atomic(int op, unsigned grid, unsigned block, unsigned gpb, int iters, 
         std::sort(want.begin(), want.end());
         std::size_t bad = 0;
         for (std::size_t j = 0; j < want.size(); ++j) bad += got[j] != want[j];
-        CHECK(bad == 0);  // swapped-out values plus the final value are not exactly the initial plus every swapped-in value
+        CHECK(bad ==
+              0);  // swapped-out values plus the final value are not exactly the initial plus every swapped-in value
         expect[0] = wv[0];
       } else if (op == a_cas_lock) {
         expect[0] = T(0);

@@ -13,7 +13,8 @@ namespace {
 constexpr int W = 8;  // words per (writer, reader) pair per round
 
 __host__ __device__ inline std::uint64_t bval(std::uint64_t salt, int round, int from, int to, int w) {
-  return mix(salt + static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(from * 64 + to), static_cast<std::uint64_t>(w));
+  return mix(salt + static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(from * 64 + to),
+             static_cast<std::uint64_t>(w));
 }
 
 struct bar_args {
@@ -44,11 +45,14 @@ __global__ void barrier_kernel(bar_args a) {
       for (int i = static_cast<int>(rank); i < n; i += static_cast<int>(size))
         a.c.remote(mine + i % W, i / W)[0] = bval(a.salt, r, me, i / W, i % W);
     } else {
-      for (int i = static_cast<int>(rank); i < n; i += static_cast<int>(size)) a.stage[i] = bval(a.salt, r, me, i / W, i % W);
+      for (int i = static_cast<int>(rank); i < n; i += static_cast<int>(size))
+        a.stage[i] = bval(a.salt, r, me, i / W, i % W);
       gpucomm::group_sync(g);
       for (int p = 0; p < npes; ++p) {
-        if (mode == 1) a.c.put(g, mine, a.stage + p * W, W, p);
-        else a.c.put_nbi(g, mine, a.stage + p * W, W, p);
+        if (mode == 1)
+          a.c.put(g, mine, a.stage + p * W, W, p);
+        else
+          a.c.put_nbi(g, mine, a.stage + p * W, W, p);
       }
     }
     a.c.barrier(g);
@@ -70,7 +74,12 @@ void run_barrier_rounds(unsigned block, int rounds, int launches, std::uint64_t 
   w.barrier();
   for (int l = 0; l < launches; ++l) {
     for_each_local_pe(w, [&](int pe) {
-      bar_args a{w.comm<gpucomm::NVLinkStore>(pe), slots.ptr(pe), stage.ptr(pe).get(), l * rounds, rounds, salt,
+      bar_args a{w.comm<gpucomm::NVLinkStore>(pe),
+                 slots.ptr(pe),
+                 stage.ptr(pe).get(),
+                 l * rounds,
+                 rounds,
+                 salt,
                  errors.ptr(pe).get()};
       barrier_kernel<M><<<1, block, 0, w.stream(pe)>>>(a);
     });

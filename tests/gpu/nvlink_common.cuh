@@ -33,9 +33,9 @@ namespace cg = cooperative_groups;
 using comm_t = gpucomm::comm<gpucomm::NVLinkStore>;
 using gpucomm::signal_t;
 using gpucomm::sym_ptr;
-using gpucomm::test::mix;
-using gpucomm::test::for_each_local_pe;
 using gpucomm::test::finish;
+using gpucomm::test::for_each_local_pe;
+using gpucomm::test::mix;
 
 // ---- user-defined groups ----------------------------------------------------------------------
 
@@ -89,9 +89,9 @@ struct mk_block {
 
 template <unsigned N>
 struct mk_tile {
-  static constexpr char const* names[] = {"", "tile<1>", "tile<2>", "", "tile<4>", "", "", "", "tile<8>", "", "", "", "",
-                                          "", "", "", "tile<16>", "", "", "", "", "", "", "", "", "", "", "", "", "", "",
-                                          "", "tile<32>"};
+  static constexpr char const* names[] = {"", "tile<1>", "tile<2>", "", "tile<4>",  "", "", "", "tile<8>", "", "", "",
+                                          "", "",        "",        "", "tile<16>", "", "", "", "",        "", "", "",
+                                          "", "",        "",        "", "",         "", "", "", "tile<32>"};
   static constexpr char const* name = names[N];
   __device__ static auto make() { return cg::tiled_partition<N>(cg::this_thread_block()); }
   __device__ static bool active() { return true; }
@@ -254,7 +254,7 @@ inline unsigned long long local_counter_sum(gpucomm::world& w, sym_array<unsigne
 
 // ---- data patterns ------------------------------------------------------------------------------
 
-constexpr unsigned char poison_byte = 0xA5;      // never a pattern byte
+constexpr unsigned char poison_byte = 0xA5;       // never a pattern byte
 constexpr unsigned char overwritten_byte = 0x3C;  // what a put's source becomes once reusable
 
 /// Byte k of PE `pe`'s source arena in test `salt`; never equal to the poison.
@@ -277,7 +277,9 @@ inline char const* copy_op_name(int op) {
   return op >= 0 && op < op_count ? names[op] : "?";
 }
 __host__ __device__ inline bool is_get(int op) { return op == op_get || op == op_get_nbi; }
-__host__ __device__ inline bool is_nbi(int op) { return op == op_put_nbi || op == op_get_nbi || op == op_put_signal_nbi; }
+__host__ __device__ inline bool is_nbi(int op) {
+  return op == op_put_nbi || op == op_get_nbi || op == op_put_signal_nbi;
+}
 __host__ __device__ inline bool is_put_signal(int op) { return op == op_put_signal || op == op_put_signal_nbi; }
 
 struct rgb3 {
@@ -325,10 +327,10 @@ struct copy_args {
 // into a kernel inlines a whole vectorised group copy.
 constexpr unsigned ops_all = (1u << op_count) - 1;
 constexpr unsigned ops_plain = (1u << op_put) | (1u << op_put_nbi) | (1u << op_get) | (1u << op_get_nbi);
-constexpr unsigned elems_bytes = 1u << 0;           // element size 1
-constexpr unsigned elems_2_4 = (1u << 1) | (1u << 3);  // sizes 2, 4
+constexpr unsigned elems_bytes = 1u << 0;               // element size 1
+constexpr unsigned elems_2_4 = (1u << 1) | (1u << 3);   // sizes 2, 4
 constexpr unsigned elems_8_16 = (1u << 4) | (1u << 5);  // sizes 8, 16
-constexpr unsigned elems_3 = 1u << 2;                 // the 3-byte struct
+constexpr unsigned elems_3 = 1u << 2;                   // the 3-byte struct
 
 template <class T, unsigned Ops, class G>
 __device__ void issue_typed(copy_args const& a, G const& g, copy_job const& j) {
@@ -407,7 +409,7 @@ __global__ void __launch_bounds__(1024) copy_matrix_kernel(copy_args a) {
 
 struct matrix_opts {
   std::uint64_t salt = 1;
-  int jobs_per_pe = 0;       // regular jobs per initiating PE
+  int jobs_per_pe = 0;  // regular jobs per initiating PE
   unsigned grid = 1;
   unsigned block = 256;
   std::size_t mid_max_bytes = 16384;  // largest regular job
@@ -447,7 +449,8 @@ inline matrix_plan plan_matrix(matrix_opts const& o, int npes) {
       copy_job j{};
       bool const large = k >= o.jobs_per_pe;
       int const nel = static_cast<int>(elems.size());
-      int const ek = elems[static_cast<std::size_t>(large ? (k * 5 + pe) % nel : (k / nops / (o.force_target >= 0 ? 1 : npes)) % nel)];
+      int const ek = elems[static_cast<std::size_t>(large ? (k * 5 + pe) % nel
+                                                          : (k / nops / (o.force_target >= 0 ? 1 : npes)) % nel)];
       j.op = large ? ops[static_cast<std::size_t>((k + pe * 2 + static_cast<int>(o.salt % 6)) % nops)]
                    : ops[static_cast<std::size_t>(k % nops)];
       j.elem = elem_sizes[ek];
@@ -460,12 +463,24 @@ inline matrix_plan plan_matrix(matrix_opts const& o, int npes) {
         j.n = bytes / e;
       } else {
         switch (rng() % 6) {
-          case 0: j.n = 0; break;
-          case 1: j.n = 1; break;
-          case 2: j.n = 3 + 2 * (rng() % 16); break;  // odd
-          case 3: j.n = 34 + rng() % 300; break;
-          case 4: j.n = (64 + rng() % (o.mid_max_bytes / 2)) / e; break;
-          default: j.n = (o.mid_max_bytes / 2 + rng() % (o.mid_max_bytes / 2)) / e | 1; break;
+          case 0:
+            j.n = 0;
+            break;
+          case 1:
+            j.n = 1;
+            break;
+          case 2:
+            j.n = 3 + 2 * (rng() % 16);
+            break;  // odd
+          case 3:
+            j.n = 34 + rng() % 300;
+            break;
+          case 4:
+            j.n = (64 + rng() % (o.mid_max_bytes / 2)) / e;
+            break;
+          default:
+            j.n = (o.mid_max_bytes / 2 + rng() % (o.mid_max_bytes / 2)) / e | 1;
+            break;
         }
       }
       std::size_t const align = static_cast<std::size_t>(elem_aligns[ek]);
@@ -509,8 +524,9 @@ inline std::string locate(matrix_plan const& p, int pe, std::size_t off, bool ds
   return "outside every job region (a guard byte)";
 }
 
-inline arena_check check_matrix_pe(matrix_plan const& p, std::uint64_t salt, int q, std::vector<unsigned char> const& dst,
-                                   std::vector<unsigned char> const& src, std::vector<signal_t> const& sigs) {
+inline arena_check check_matrix_pe(matrix_plan const& p, std::uint64_t salt, int q,
+                                   std::vector<unsigned char> const& dst, std::vector<unsigned char> const& src,
+                                   std::vector<signal_t> const& sigs) {
   arena_check r;
   std::vector<unsigned char> exp_dst(p.dst_bytes, poison_byte);
   std::vector<unsigned char> exp_src = pattern_arena(salt, q, p.src_bytes);
@@ -518,14 +534,15 @@ inline arena_check check_matrix_pe(matrix_plan const& p, std::uint64_t salt, int
   for (std::size_t i = 0; i < p.nsig; ++i) exp_sig[i] = sig_initial(i);
   for (auto const& j : p.jobs) {
     if (j.written_pe() == q) {
-      for (std::uint64_t k = 0; k < j.bytes(); ++k) exp_dst[j.dst_off + k] = pattern_byte(salt, j.source_pe(), j.src_off + k);
+      for (std::uint64_t k = 0; k < j.bytes(); ++k)
+        exp_dst[j.dst_off + k] = pattern_byte(salt, j.source_pe(), j.src_off + k);
     }
     if (!is_get(j.op) && j.initiator == q) {
       for (std::uint64_t k = 0; k < j.bytes(); ++k) exp_src[j.src_off + k] = overwritten_byte;
     }
     if (is_put_signal(j.op) && j.target == q) {
-      exp_sig[j.sig_index] = j.sig_op == static_cast<int>(gpucomm::signal_op::set) ? j.sig_value
-                                                                                    : exp_sig[j.sig_index] + j.sig_value;
+      exp_sig[j.sig_index] =
+          j.sig_op == static_cast<int>(gpucomm::signal_op::set) ? j.sig_value : exp_sig[j.sig_index] + j.sig_value;
     }
   }
   auto note = [&](std::string const& s) {
@@ -595,8 +612,8 @@ void run_copy_matrix(matrix_opts o) {
   }
   w.barrier();  // every PE initialised before any PE writes into or reads from a peer
   for_each_local_pe(w, [&](int pe) {
-    copy_args a{w.comm<gpucomm::NVLinkStore>(pe), src.ptr(pe), dst.ptr(pe), sigs.ptr(pe), jobs.ptr(pe).get(),
-                static_cast<int>(mine[pe].size()), o.salt, errors.ptr(pe).get()};
+    copy_args a{w.comm<gpucomm::NVLinkStore>(pe),  src.ptr(pe), dst.ptr(pe),         sigs.ptr(pe), jobs.ptr(pe).get(),
+                static_cast<int>(mine[pe].size()), o.salt,      errors.ptr(pe).get()};
     copy_matrix_kernel<M, Elems, Ops><<<o.grid, o.block, 0, w.stream(pe)>>>(a);
   });
   finish(w);
@@ -607,8 +624,8 @@ void run_copy_matrix(matrix_opts o) {
     auto const g = download(w, pe, sigs.ptr(pe), p.nsig);
     auto const r = check_matrix_pe(p, o.salt, pe, d, s, g);
     unsigned long long const dev_errors = download(w, pe, errors.ptr(pe), errors.size())[0];
-    INFO("group " << M::name << ", " << npes << " PEs, PE " << pe << ", " << mine[pe].size() << " jobs, salt "
-                  << o.salt << ", dst arena " << p.dst_bytes << " B; first mismatch: " << r.first);
+    INFO("group " << M::name << ", " << npes << " PEs, PE " << pe << ", " << mine[pe].size() << " jobs, salt " << o.salt
+                  << ", dst arena " << p.dst_bytes << " B; first mismatch: " << r.first);
     CHECK(r.dst_bad == 0);
     CHECK(r.src_bad == 0);
     CHECK(r.sig_bad == 0);

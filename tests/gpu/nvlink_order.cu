@@ -111,8 +111,9 @@ void run_dbs(unsigned sender_blocks, unsigned receiver_blocks, unsigned block, u
   }
   w.barrier();
   gpucomm::test::for_each_local_pe(w, [&](int pe) {
-    dbs_args a{w.comm<gpucomm::NVLinkStore>(pe), data.ptr(pe), sig.ptr(pe), ack.ptr(pe), src.ptr(pe).get(), words,
-               rounds, static_cast<int>(sender_blocks), nbi, per_group_set, salt, errors.ptr(pe).get()};
+    dbs_args a{
+        w.comm<gpucomm::NVLinkStore>(pe), data.ptr(pe), sig.ptr(pe),   ack.ptr(pe), src.ptr(pe).get(),   words, rounds,
+        static_cast<int>(sender_blocks),  nbi,          per_group_set, salt,        errors.ptr(pe).get()};
     dbs_kernel<M><<<sender_blocks + receiver_blocks, block, 0, w.stream(pe)>>>(a);
   });
   gpucomm::test::finish(w);
@@ -152,10 +153,10 @@ __host__ __device__ inline std::uint64_t fq_value(std::uint64_t salt, int round,
 
 struct fq_args {
   comm_t c;
-  sym_ptr<std::uint64_t> A;   // [npes * L]: region q written by PE q
-  sym_ptr<signal_t> flags;    // [npes]: flag q written by PE q
-  std::uint64_t* stage;       // local [npes * L]
-  signal_t* flag_src;         // local [1]
+  sym_ptr<std::uint64_t> A;  // [npes * L]: region q written by PE q
+  sym_ptr<signal_t> flags;   // [npes]: flag q written by PE q
+  std::uint64_t* stage;      // local [npes * L]
+  signal_t* flag_src;        // local [1]
   std::size_t L;
   int rounds;
   int mode;
@@ -173,19 +174,26 @@ __global__ void fq_kernel(fq_args a) {
   unsigned const rank = gpucomm::group_rank(g), size = gpucomm::group_size(g);
   std::size_t const L = a.L;
   for (int r = 0; r < a.rounds; ++r) {
-    for (std::size_t i = rank; i < L * static_cast<std::size_t>(npes); i += size) a.stage[i] = fq_value(a.salt, r, me, i);
+    for (std::size_t i = rank; i < L * static_cast<std::size_t>(npes); i += size)
+      a.stage[i] = fq_value(a.salt, r, me, i);
     if (gpucomm::is_leader(g)) *a.flag_src = static_cast<signal_t>(r + 1);
     gpucomm::group_sync(g);
     for (int p = 0; p < npes; ++p)
-      a.c.put_nbi(g, a.A + static_cast<std::ptrdiff_t>(me) * static_cast<std::ptrdiff_t>(L), a.stage + static_cast<std::size_t>(p) * L, L, p);
-    if (a.mode == mode_fence) a.c.fence(g);
-    else a.c.quiet(g);
+      a.c.put_nbi(g, a.A + static_cast<std::ptrdiff_t>(me) * static_cast<std::ptrdiff_t>(L),
+                  a.stage + static_cast<std::size_t>(p) * L, L, p);
+    if (a.mode == mode_fence)
+      a.c.fence(g);
+    else
+      a.c.quiet(g);
     int const kind = r % 3;
     for (int p = 0; p < npes; ++p) {
       auto const flag = a.flags + me;
-      if (kind == 0) a.c.put_nbi(g, flag, static_cast<signal_t const*>(a.flag_src), 1, p);
-      else if (kind == 1) a.c.set(g, flag, static_cast<signal_t>(r + 1), p);
-      else a.c.signal(g, flag, static_cast<signal_t>(r + 1), signal_op::set, p);
+      if (kind == 0)
+        a.c.put_nbi(g, flag, static_cast<signal_t const*>(a.flag_src), 1, p);
+      else if (kind == 1)
+        a.c.set(g, flag, static_cast<signal_t>(r + 1), p);
+      else
+        a.c.signal(g, flag, static_cast<signal_t>(r + 1), signal_op::set, p);
     }
     unsigned long long bad = 0;
     for (int q = 0; q < npes; ++q) {
@@ -216,8 +224,16 @@ void run_fq(unsigned block, std::size_t L, int rounds, int mode, std::uint64_t s
   }
   w.barrier();
   gpucomm::test::for_each_local_pe(w, [&](int pe) {
-    fq_args a{w.comm<gpucomm::NVLinkStore>(pe), A.ptr(pe), flags.ptr(pe), stage.ptr(pe).get(), flag_src.ptr(pe).get(),
-              L, rounds, mode, salt, errors.ptr(pe).get()};
+    fq_args a{w.comm<gpucomm::NVLinkStore>(pe),
+              A.ptr(pe),
+              flags.ptr(pe),
+              stage.ptr(pe).get(),
+              flag_src.ptr(pe).get(),
+              L,
+              rounds,
+              mode,
+              salt,
+              errors.ptr(pe).get()};
     fq_kernel<M><<<1, block, 0, w.stream(pe)>>>(a);
   });
   gpucomm::test::finish(w);
@@ -229,11 +245,12 @@ void run_fq(unsigned block, std::size_t L, int rounds, int mode, std::uint64_t s
     std::uint64_t bad = 0, bad_flags = 0;
     for (int q = 0; q < npes; ++q) {
       for (std::size_t i = 0; i < L; ++i)
-        bad += d[static_cast<std::size_t>(q) * L + i] != fq_value(salt, rounds - 1, q, static_cast<std::size_t>(pe) * L + i);
+        bad += d[static_cast<std::size_t>(q) * L + i] !=
+               fq_value(salt, rounds - 1, q, static_cast<std::size_t>(pe) * L + i);
       bad_flags += f[static_cast<std::size_t>(q)] != static_cast<signal_t>(rounds);
     }
-    INFO("group " << M::name << ", " << npes << " PEs, PE " << pe << ", " << (mode == mode_fence ? "fence" : "quiet") << ", "
-                  << L * 8 << " bytes per peer per round");
+    INFO("group " << M::name << ", " << npes << " PEs, PE " << pe << ", " << (mode == mode_fence ? "fence" : "quiet")
+                  << ", " << L * 8 << " bytes per peer per round");
     CHECK(e[0] == 0);  // a receiver saw the flag but not the data put before the fence / quiet
     CHECK(e[1] == 0);
     CHECK(bad == 0);

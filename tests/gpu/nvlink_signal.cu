@@ -35,18 +35,36 @@ __host__ __device__ inline int case_steps(int c) {
 /// Update s of case c: its op and value.
 __device__ inline void case_step(int c, int s, signal_op& op, signal_t& value) {
   switch (c) {
-    case 0: op = signal_op::add; value = 1; break;                                       // 1, 2, ..., 77
-    case 1: op = signal_op::set; value = s == 20 ? 6 : 5; break;                          // 5, ..., 5, 6
-    case 2: op = signal_op::set; value = static_cast<signal_t>(99 - s); break;            // 99 .. 49
-    case 3: op = signal_op::set; value = static_cast<signal_t>(99 - s); break;            // 99 .. 50
-    case 4: op = signal_op::add; value = 1; break;                                        // 2^32-19 .. 2^32+21
-    default: op = signal_op::add; value = 2; break;                                       // 2^63-18 .. 2^63+20
+    case 0:
+      op = signal_op::add;
+      value = 1;
+      break;  // 1, 2, ..., 77
+    case 1:
+      op = signal_op::set;
+      value = s == 20 ? 6 : 5;
+      break;  // 5, ..., 5, 6
+    case 2:
+      op = signal_op::set;
+      value = static_cast<signal_t>(99 - s);
+      break;  // 99 .. 49
+    case 3:
+      op = signal_op::set;
+      value = static_cast<signal_t>(99 - s);
+      break;  // 99 .. 50
+    case 4:
+      op = signal_op::add;
+      value = 1;
+      break;  // 2^32-19 .. 2^32+21
+    default:
+      op = signal_op::add;
+      value = 2;
+      break;  // 2^63-18 .. 2^63+20
   }
 }
 
 struct cmp_args {
   comm_t c;
-  sym_ptr<signal_t> sigs;     // [ncases] words waited on here, signalled by the previous PE
+  sym_ptr<signal_t> sigs;       // [ncases] words waited on here, signalled by the previous PE
   sym_ptr<std::uint64_t> data;  // [ncases] put_signal's one-element payload (at the next PE)
   std::uint64_t* src;           // local: [ncases] payload sources
   signal_t* results;            // local: [ncases] the leader's returned value
@@ -113,8 +131,13 @@ void run_cmp(unsigned grid, unsigned block) {
   }
   w.barrier();
   gpucomm::test::for_each_local_pe(w, [&](int pe) {
-    cmp_args a{w.comm<gpucomm::NVLinkStore>(pe), sigs.ptr(pe),         data.ptr(pe),         src.ptr(pe).get(),
-               results.ptr(pe).get(),           slots.ptr(pe).get(), errors.ptr(pe).get()};
+    cmp_args a{w.comm<gpucomm::NVLinkStore>(pe),
+               sigs.ptr(pe),
+               data.ptr(pe),
+               src.ptr(pe).get(),
+               results.ptr(pe).get(),
+               slots.ptr(pe).get(),
+               errors.ptr(pe).get()};
     cmp_kernel<M><<<grid, block, 0, w.stream(pe)>>>(a);
   });
   gpucomm::test::finish(w);
@@ -144,7 +167,7 @@ constexpr int payload = 16;  // uint64 per participant's put_signal
 
 struct storm_args {
   comm_t c;
-  sym_ptr<signal_t> sigs;  // [0] add-signal sum, [1] put_signal add count, [2] set target
+  sym_ptr<signal_t> sigs;       // [0] add-signal sum, [1] put_signal add count, [2] set target
   sym_ptr<std::uint64_t> data;  // [participants * payload] at the target
   std::uint64_t* src;           // local [groups * payload]
   int target;
@@ -152,7 +175,9 @@ struct storm_args {
   std::uint64_t salt;
 };
 
-__host__ __device__ inline signal_t storm_add(unsigned p, int k) { return (static_cast<signal_t>(p) << 20) + static_cast<signal_t>(k) + 1; }
+__host__ __device__ inline signal_t storm_add(unsigned p, int k) {
+  return (static_cast<signal_t>(p) << 20) + static_cast<signal_t>(k) + 1;
+}
 __host__ __device__ inline signal_t storm_set(unsigned p, int k) { return mix(77, p, static_cast<std::uint64_t>(k)); }
 
 template <class M>
@@ -164,9 +189,11 @@ __global__ void storm_kernel(storm_args a) {
   std::uint64_t* src = a.src + static_cast<std::size_t>(gid) * payload;
   for (int k = 0; k < a.iters; ++k) {
     a.c.signal(g, a.sigs + 0, storm_add(p, k), signal_op::add, a.target);
-    for (unsigned i = gpucomm::group_rank(g); i < payload; i += gpucomm::group_size(g)) src[i] = mix(a.salt + static_cast<std::uint64_t>(k), p, i);
+    for (unsigned i = gpucomm::group_rank(g); i < payload; i += gpucomm::group_size(g))
+      src[i] = mix(a.salt + static_cast<std::uint64_t>(k), p, i);
     gpucomm::group_sync(g);
-    a.c.put_signal(g, a.data + static_cast<std::ptrdiff_t>(p) * payload, src, payload, a.sigs + 1, 1, signal_op::add, a.target);
+    a.c.put_signal(g, a.data + static_cast<std::ptrdiff_t>(p) * payload, src, payload, a.sigs + 1, 1, signal_op::add,
+                   a.target);
     a.c.signal(g, a.sigs + 2, storm_set(p, k), signal_op::set, a.target);
   }
 }
@@ -189,7 +216,8 @@ void run_storm(unsigned grid, unsigned block, unsigned groups_per_block, int ite
   for (int target = 0; target < npes; ++target) {
     w.barrier();
     gpucomm::test::for_each_local_pe(w, [&](int pe) {
-      storm_args a{w.comm<gpucomm::NVLinkStore>(pe), sigs.ptr(pe), data.ptr(pe), src.ptr(pe).get(), target, iters, salt};
+      storm_args a{
+          w.comm<gpucomm::NVLinkStore>(pe), sigs.ptr(pe), data.ptr(pe), src.ptr(pe).get(), target, iters, salt};
       storm_kernel<M><<<grid, block, 0, w.stream(pe)>>>(a);
     });
     gpucomm::test::finish(w);
@@ -224,7 +252,8 @@ void run_storm(unsigned grid, unsigned block, unsigned groups_per_block, int ite
 
 }  // namespace
 
-TEST_CASE("nvlink wait_until: all six comparisons, this_thread() and the one-thread form", "[gpu][nvlink][signal][sanitize]") {
+TEST_CASE("nvlink wait_until: all six comparisons, this_thread() and the one-thread form",
+          "[gpu][nvlink][signal][sanitize]") {
   run_cmp<mk_single>(2, 32);
 }
 TEST_CASE("nvlink wait_until: all six comparisons, thread_block_tile<32>", "[gpu][nvlink][signal]") {

@@ -8,8 +8,8 @@
 #include <string>
 
 namespace cg = cooperative_groups;
-using gpucomm::test::for_each_local_pe;
 using gpucomm::test::finish;
+using gpucomm::test::for_each_local_pe;
 
 namespace {
 
@@ -86,7 +86,8 @@ TEST_CASE("the world has one PE per GPU and a symmetric heap every PE can read",
   w.barrier();
 }
 
-TEST_CASE("the heap reuses freed memory and reports exhaustion, double free and foreign pointers", "[gpu][world][errors]") {
+TEST_CASE("the heap reuses freed memory and reports exhaustion, double free and foreign pointers",
+          "[gpu][world][errors]") {
   auto& w = gpucomm::test::the_world();
   std::size_t const before = w.heap_bytes_in_use();
   {
@@ -198,5 +199,6 @@ TEST_CASE("single-process worlds reject bad device lists and PE counts", "[gpu][
   if (devices >= 2) CHECK_THAT(error_of([&] { gpucomm::world w({0, 0}); }), Catch::Contains("listed twice"));
   gpucomm::world_options o;
   o.expected_pes = devices + 1;
-  CHECK_THAT(error_of([&] { gpucomm::world w({}, o); }), Catch::Contains("expects " + std::to_string(devices + 1) + " PEs"));
+  CHECK_THAT(error_of([&] { gpucomm::world w({}, o); }),
+             Catch::Contains("expects " + std::to_string(devices + 1) + " PEs"));
 }

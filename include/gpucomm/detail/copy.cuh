@@ -55,11 +55,16 @@ __device__ GPUCOMM_FORCEINLINE void copy_aligned_as(G const& g, unsigned char* d
 /// Call `f(V{})` with V the widest of 16/8/4/2/1-byte words whose size divides `bits`.
 template <class F>
 __device__ GPUCOMM_FORCEINLINE void with_widest_word(std::uintptr_t bits, F&& f) {
-  if ((bits & 15) == 0) f(uint4{});
-  else if ((bits & 7) == 0) f(static_cast<unsigned long long>(0));
-  else if ((bits & 3) == 0) f(0u);
-  else if ((bits & 1) == 0) f(static_cast<unsigned short>(0));
-  else f(static_cast<unsigned char>(0));
+  if ((bits & 15) == 0)
+    f(uint4{});
+  else if ((bits & 7) == 0)
+    f(static_cast<unsigned long long>(0));
+  else if ((bits & 3) == 0)
+    f(0u);
+  else if ((bits & 1) == 0)
+    f(static_cast<unsigned short>(0));
+  else
+    f(static_cast<unsigned char>(0));
 }
 
 /// Copy `bytes` bytes from `src` to `dst` (which must not overlap), shared by g's threads.

@@ -32,8 +32,8 @@ __device__ GPUCOMM_FORCEINLINE void spin_until(Done&& done, char const* what) {
   for (unsigned polls = 1; !done(); ++polls) {
     if ((polls & 1023u) == 0 && global_time_ns() - start > GPUCOMM_SPIN_TIMEOUT_NS) {
       printf("gpucomm: %s still waiting after %llu ns (block %d,%d,%d thread %d,%d,%d); trapping\n", what,
-             static_cast<unsigned long long>(GPUCOMM_SPIN_TIMEOUT_NS), blockIdx.x, blockIdx.y, blockIdx.z,
-             threadIdx.x, threadIdx.y, threadIdx.z);
+             static_cast<unsigned long long>(GPUCOMM_SPIN_TIMEOUT_NS), blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
+             threadIdx.y, threadIdx.z);
       __trap();
     }
   }

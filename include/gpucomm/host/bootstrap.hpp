@@ -55,14 +55,16 @@ class any_bootstrap {
  public:
   any_bootstrap() = default;
   template <bootstrap B>
-    requires(!std::same_as<std::remove_cvref_t<B>, any_bootstrap>)
-  explicit any_bootstrap(B&& b) : impl_(std::make_unique<model<std::remove_cvref_t<B>>>(std::forward<B>(b))) {}
+  requires(!std::same_as<std::remove_cvref_t<B>, any_bootstrap>) explicit any_bootstrap(B&& b)
+      : impl_(std::make_unique<model<std::remove_cvref_t<B>>>(std::forward<B>(b))) {}
 
   int rank() const { return impl_ ? impl_->rank() : 0; }
   int size() const { return impl_ ? impl_->size() : 1; }
   void allgather(void const* send, void* recv, std::size_t bytes) {
-    if (impl_) impl_->allgather(send, recv, bytes);
-    else std::memcpy(recv, send, bytes);
+    if (impl_)
+      impl_->allgather(send, recv, bytes);
+    else
+      std::memcpy(recv, send, bytes);
   }
   void barrier() {
     if (impl_) impl_->barrier();
@@ -106,8 +108,8 @@ void agree(any_bootstrap& boot, T const& value, char const* call, char const* wh
   for (std::size_t r = 1; r < all.size(); ++r) {
     if (!(all[r] == all[0])) {
       throw error(call, static_cast<int>(r),
-                  std::string(what) + " differs across PEs: PE 0 passed " + std::to_string(all[0]) +
-                      ", PE " + std::to_string(r) + " passed " + std::to_string(all[r]),
+                  std::string(what) + " differs across PEs: PE 0 passed " + std::to_string(all[0]) + ", PE " +
+                      std::to_string(r) + " passed " + std::to_string(all[r]),
                   hint);
     }
   }
@@ -126,7 +128,8 @@ inline void all_ok_or_throw(any_bootstrap& boot, bool ok, std::string const& mes
   std::strncpy(mine.text, message.c_str(), sizeof(mine.text) - 1);
   auto const all = boot.allgather_value(mine);
   for (std::size_t r = 0; r < all.size(); ++r) {
-    if (!all[r].ok) throw error(call, static_cast<int>(r), std::string(all[r].text, strnlen(all[r].text, sizeof(all[r].text))));
+    if (!all[r].ok)
+      throw error(call, static_cast<int>(r), std::string(all[r].text, strnlen(all[r].text, sizeof(all[r].text))));
   }
 }
 

@@ -45,7 +45,8 @@ class mpi_bootstrap {
 
   void allgather(void const* send, void* recv, std::size_t bytes) {
     if (bytes > static_cast<std::size_t>(INT32_MAX)) {
-      throw error("mpi_bootstrap::allgather", rank_, "message of " + std::to_string(bytes) + " bytes is too large for MPI");
+      throw error("mpi_bootstrap::allgather", rank_,
+                  "message of " + std::to_string(bytes) + " bytes is too large for MPI");
     }
     check(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, *comm_),
           "MPI_Allgather");

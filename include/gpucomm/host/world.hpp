@@ -71,7 +71,8 @@ class world {
     int count = 0;
     cudaError_t const rc = cudaGetDeviceCount(&count);
     if (rc == cudaErrorNoDevice || rc == cudaErrorInsufficientDriver || (rc == cudaSuccess && count == 0)) {
-      throw error(call, -1, "no CUDA GPU is visible to this process", "run on a machine with an NVIDIA GPU and its driver");
+      throw error(call, -1, "no CUDA GPU is visible to this process",
+                  "run on a machine with an NVIDIA GPU and its driver");
     }
     GPUCOMM_CUDA_CHECK(rc, -1);
     if (devices.empty()) {
@@ -80,13 +81,16 @@ class world {
     check_pe_count(options, static_cast<int>(devices.size()), "the device list");
     for (std::size_t i = 0; i < devices.size(); ++i) {
       if (devices[i] < 0 || devices[i] >= count) {
-        throw error(call, static_cast<int>(i), "GPU " + std::to_string(devices[i]) + " does not exist; " +
-                    std::to_string(count) + " are visible", "list devices between 0 and " + std::to_string(count - 1));
+        throw error(call, static_cast<int>(i),
+                    "GPU " + std::to_string(devices[i]) + " does not exist; " + std::to_string(count) + " are visible",
+                    "list devices between 0 and " + std::to_string(count - 1));
       }
       for (std::size_t j = 0; j < i; ++j) {
         if (devices[j] == devices[i]) {
-          throw error(call, static_cast<int>(i), "GPU " + std::to_string(devices[i]) + " is listed twice (PE " +
-                      std::to_string(j) + " and PE " + std::to_string(i) + ")", "give each PE its own GPU");
+          throw error(call, static_cast<int>(i),
+                      "GPU " + std::to_string(devices[i]) + " is listed twice (PE " + std::to_string(j) + " and PE " +
+                          std::to_string(i) + ")",
+                      "give each PE its own GPU");
         }
       }
     }
@@ -97,8 +101,8 @@ class world {
 
   /// A one-process-per-GPU world: this process is PE boot.rank() of boot.size(), on GPU `device`.
   template <bootstrap B>
-    requires(!std::is_convertible_v<B, std::vector<int>>)
-  world(B&& boot, int device, world_options options = {}) : boot_(std::forward<B>(boot)) {
+  requires(!std::is_convertible_v<B, std::vector<int>>) world(B&& boot, int device, world_options options = {})
+      : boot_(std::forward<B>(boot)) {
     constexpr char const* call = "world (one process per GPU)";
     int const rank = boot_.rank();
     npes_ = boot_.size();
@@ -107,7 +111,8 @@ class world {
     int count = 0;
     cudaError_t const rc = cudaGetDeviceCount(&count);
     std::string problem;
-    if (rc != cudaSuccess || count == 0) problem = "no CUDA GPU is visible to this process";
+    if (rc != cudaSuccess || count == 0)
+      problem = "no CUDA GPU is visible to this process";
     else if (device < 0 || device >= count)
       problem = "GPU " + std::to_string(device) + " does not exist; " + std::to_string(count) + " are visible";
     detail::all_ok_or_throw(boot_, problem.empty(), problem, call);
@@ -124,8 +129,9 @@ class world {
       hosts.push_back(places[static_cast<std::size_t>(i)].host);
       for (int j = 0; j < i; ++j) {
         if (places[i].host == places[j].host && std::string(places[i].bus_id) == places[j].bus_id) {
-          throw error(call, i, "PE " + std::to_string(j) + " and PE " + std::to_string(i) + " both use GPU " +
-                      places[i].bus_id + " on the same host",
+          throw error(call, i,
+                      "PE " + std::to_string(j) + " and PE " + std::to_string(i) + " both use GPU " + places[i].bus_id +
+                          " on the same host",
                       "give each process its own GPU, e.g. device = OMPI_COMM_WORLD_LOCAL_RANK");
         }
       }
@@ -238,8 +244,9 @@ class world {
  private:
   static void check_pe_count(world_options const& options, int actual, char const* source) {
     if (options.expected_pes != 0 && options.expected_pes != actual) {
-      throw error("world", -1, "the program expects " + std::to_string(options.expected_pes) + " PEs but " + source +
-                  " gives " + std::to_string(actual),
+      throw error("world", -1,
+                  "the program expects " + std::to_string(options.expected_pes) + " PEs but " + source + " gives " +
+                      std::to_string(actual),
                   "launch as many processes (or list as many GPUs) as world_options::expected_pes says");
     }
   }

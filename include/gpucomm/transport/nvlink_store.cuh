@@ -62,9 +62,9 @@ struct NVLinkStore {
 
   /// What the device needs: where the heap is, and this PE's barrier words.
   struct device_state {
-    std::size_t stride = 0;                    // bytes between PEs' heap slots
-    std::uint64_t* barrier_epoch = nullptr;    // local
-    std::uint64_t* barrier_flags = nullptr;    // local; flags[i] written by PE i
+    std::size_t stride = 0;                  // bytes between PEs' heap slots
+    std::uint64_t* barrier_epoch = nullptr;  // local
+    std::uint64_t* barrier_flags = nullptr;  // local; flags[i] written by PE i
   };
 
   /// Host half: hands out device states, refusing any PE that cannot load and store some other
@@ -115,8 +115,8 @@ struct NVLinkStore {
   }
 
   template <group G, class T>
-  __device__ static void put_signal(comm<NVLinkStore> const& c, G const& g, sym_ptr<T> dst, T const* src,
-                                    std::size_t n, sym_ptr<signal_t> sig, signal_t value, signal_op op, int pe,
+  __device__ static void put_signal(comm<NVLinkStore> const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
+                                    sym_ptr<signal_t> sig, signal_t value, signal_op op, int pe,
                                     bool /*blocking: the sync below already frees src*/) {
     detail::group_copy(g, remote(c, dst, pe), src, n * sizeof(T));
     signal(c, g, sig, value, op, pe);
@@ -130,8 +130,10 @@ struct NVLinkStore {
     group_sync(g);
     if (is_leader(g)) {
       cuda::atomic_ref<signal_t, cuda::thread_scope_system> word(*remote(c, sig, pe));
-      if (op == signal_op::set) word.store(value, cuda::memory_order_release);
-      else word.fetch_add(value, cuda::memory_order_release);
+      if (op == signal_op::set)
+        word.store(value, cuda::memory_order_release);
+      else
+        word.fetch_add(value, cuda::memory_order_release);
     }
   }
 
@@ -147,15 +149,21 @@ struct NVLinkStore {
   __device__ static T atomic(comm<NVLinkStore> const& c, sym_ptr<T> target, T value, T compare, int pe) {
     cuda::atomic_ref<T, cuda::thread_scope_system> word(*remote(c, target, pe));
     constexpr auto relaxed = cuda::memory_order_relaxed;
-    if constexpr (Op == atomic_op::fetch_add || Op == atomic_op::add) return word.fetch_add(value, relaxed);
-    else if constexpr (Op == atomic_op::fetch_and) return word.fetch_and(value, relaxed);
-    else if constexpr (Op == atomic_op::fetch_or) return word.fetch_or(value, relaxed);
-    else if constexpr (Op == atomic_op::fetch_xor) return word.fetch_xor(value, relaxed);
-    else if constexpr (Op == atomic_op::swap) return word.exchange(value, relaxed);
+    if constexpr (Op == atomic_op::fetch_add || Op == atomic_op::add)
+      return word.fetch_add(value, relaxed);
+    else if constexpr (Op == atomic_op::fetch_and)
+      return word.fetch_and(value, relaxed);
+    else if constexpr (Op == atomic_op::fetch_or)
+      return word.fetch_or(value, relaxed);
+    else if constexpr (Op == atomic_op::fetch_xor)
+      return word.fetch_xor(value, relaxed);
+    else if constexpr (Op == atomic_op::swap)
+      return word.exchange(value, relaxed);
     else if constexpr (Op == atomic_op::compare_swap) {
       word.compare_exchange_strong(compare, value, relaxed, relaxed);
       return compare;  // the old value, whether or not it matched
-    } else if constexpr (Op == atomic_op::fetch) return word.load(relaxed);
+    } else if constexpr (Op == atomic_op::fetch)
+      return word.load(relaxed);
     else {
       static_assert(Op == atomic_op::set);
       word.store(value, relaxed);
@@ -214,7 +222,8 @@ struct NVLinkStore {
   __device__ static void check_pe(comm<NVLinkStore> const& c, int pe) {
 #if GPUCOMM_DEBUG
     if (pe < 0 || pe >= c.npes()) {
-      printf("gpucomm: PE %d out of range [0, %d) (block %d thread %d); trapping\n", pe, c.npes(), blockIdx.x, threadIdx.x);
+      printf("gpucomm: PE %d out of range [0, %d) (block %d thread %d); trapping\n", pe, c.npes(), blockIdx.x,
+             threadIdx.x);
       __trap();
     }
 #else

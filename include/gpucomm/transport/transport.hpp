@@ -45,11 +45,11 @@ concept transport = requires {
   typename T::host_state;
   { T::name } -> std::convertible_to<char const*>;
   { T::caps } -> std::convertible_to<capabilities>;
-} && std::is_trivially_copyable_v<typename T::device_state> &&
-    std::is_constructible_v<typename T::host_state, world&> &&
-    requires(typename T::host_state const& h, int pe) {
-      { h.device_state_for(pe) } -> std::same_as<typename T::device_state>;
-    };
+}
+&&std::is_trivially_copyable_v<typename T::device_state>&&
+    std::is_constructible_v<typename T::host_state, world&>&& requires(typename T::host_state const& h, int pe) {
+  { h.device_state_for(pe) } -> std::same_as<typename T::device_state>;
+};
 
 /// Names for the atomic operations, passed to a transport's `atomic<op>` as a template argument.
 enum class atomic_op : int { fetch_add, add, fetch_and, fetch_or, fetch_xor, swap, compare_swap, fetch, set };

@@ -31,21 +31,26 @@ namespace gpucomm::verbs_gpu {
 
 /// Result of a verbs operation or wait.
 enum class status : std::uint32_t {
-  ok = 0,        ///< done / progress made
-  pending = 1,   ///< nothing new yet (polling only)
-  error = 2,     ///< an error CQE was seen on this queue (see last_error())
-  timeout = 3,   ///< a debug-build wait gave up (GPUCOMM_DEBUG)
-  invalid = 4,   ///< the request cannot be posted (too large for the ring, zero size)
+  ok = 0,       ///< done / progress made
+  pending = 1,  ///< nothing new yet (polling only)
+  error = 2,    ///< an error CQE was seen on this queue (see last_error())
+  timeout = 3,  ///< a debug-build wait gave up (GPUCOMM_DEBUG)
+  invalid = 4,  ///< the request cannot be posted (too large for the ring, zero size)
 };
 
 /// Name of a status value.
 GPUCOMM_HD constexpr char const* status_name(status s) noexcept {
   switch (s) {
-    case status::ok: return "ok";
-    case status::pending: return "pending";
-    case status::error: return "error";
-    case status::timeout: return "timeout";
-    case status::invalid: return "invalid";
+    case status::ok:
+      return "ok";
+    case status::pending:
+      return "pending";
+    case status::error:
+      return "error";
+    case status::timeout:
+      return "timeout";
+    case status::invalid:
+      return "invalid";
   }
   return "unknown";
 }
@@ -58,8 +63,8 @@ struct cq_error {
   cqe_opcode opcode = cqe_opcode::invalid;  ///< REQ_ERR, RESP_ERR, or an unexpected opcode
   std::uint8_t syndrome = 0;                ///< cqe_syndrome value
   std::uint8_t vendor_syndrome = 0;
-  std::uint8_t wqe_opcode = 0;              ///< opcode of the failed WQE
-  std::uint16_t wqe_counter = 0;            ///< its first WQEBB, 16 bits
+  std::uint8_t wqe_opcode = 0;    ///< opcode of the failed WQE
+  std::uint16_t wqe_counter = 0;  ///< its first WQEBB, 16 bits
 
   GPUCOMM_HD constexpr char const* opcode_str() const noexcept { return cqe_opcode_name(opcode); }
   GPUCOMM_HD constexpr char const* syndrome_str() const noexcept { return cqe_syndrome_name(syndrome); }
@@ -67,9 +72,9 @@ struct cq_error {
 
   /// Packs into one word (bit 63 set = valid) so the first error can be recorded with one CAS.
   GPUCOMM_HD constexpr std::uint64_t pack() const noexcept {
-    return (1ull << 63) | (static_cast<std::uint64_t>(opcode) << 40) |
-           (static_cast<std::uint64_t>(wqe_opcode) << 32) | (static_cast<std::uint64_t>(vendor_syndrome) << 24) |
-           (static_cast<std::uint64_t>(syndrome) << 16) | wqe_counter;
+    return (1ull << 63) | (static_cast<std::uint64_t>(opcode) << 40) | (static_cast<std::uint64_t>(wqe_opcode) << 32) |
+           (static_cast<std::uint64_t>(vendor_syndrome) << 24) | (static_cast<std::uint64_t>(syndrome) << 16) |
+           wqe_counter;
   }
   GPUCOMM_HD static constexpr cq_error unpack(std::uint64_t w) noexcept {
     cq_error e;
@@ -97,16 +102,16 @@ GPUCOMM_HD constexpr cq_error decode_error_cqe(err_cqe64 const& e) noexcept {
 /// Lives in memory every posting thread can reach (GPU global memory for GPU producers, host
 /// memory for host producers); zero-initialise before first use.
 struct alignas(128) qp_counters {
-  std::uint64_t reserved;       ///< WQEBBs handed out (one atomic add per group batch)
+  std::uint64_t reserved;  ///< WQEBBs handed out (one atomic add per group batch)
   std::uint8_t pad0[56];
-  std::uint64_t ready;          ///< all WQEBBs below are written and published; the group whose
-                                ///< reservation starts here holds the publish/doorbell ticket
-  std::uint64_t producer;       ///< WQEBBs announced to the NIC (doorbell record + doorbell)
-  std::uint64_t consumer;       ///< one past the first WQEBB of the newest completed WQE:
-                                ///< every WQEBB below is reusable (a lower bound)
-  std::uint64_t cq_ci;          ///< owner-bit CQ: CQEs consumed
-  std::uint64_t error;          ///< first cq_error, packed; 0 = none
-  std::uint32_t cq_lock;        ///< owner-bit CQ: held while consuming entries
+  std::uint64_t ready;     ///< all WQEBBs below are written and published; the group whose
+                           ///< reservation starts here holds the publish/doorbell ticket
+  std::uint64_t producer;  ///< WQEBBs announced to the NIC (doorbell record + doorbell)
+  std::uint64_t consumer;  ///< one past the first WQEBB of the newest completed WQE:
+                           ///< every WQEBB below is reusable (a lower bound)
+  std::uint64_t cq_ci;     ///< owner-bit CQ: CQEs consumed
+  std::uint64_t error;     ///< first cq_error, packed; 0 = none
+  std::uint32_t cq_lock;   ///< owner-bit CQ: held while consuming entries
   std::uint8_t pad1[20];
 };
 static_assert(sizeof(qp_counters) == 128);
@@ -125,7 +130,7 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE cuda::atomic_ref<T, cuda::thread_scope_system> sy
 /// The 64-bit index of the WQE a CQE names, from its 16-bit wqe_counter and a reference index
 /// `ref` (the producer index: everything rung) with ref - 65536 < true index < ref.
 GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr std::uint64_t widen_wqe_counter(std::uint16_t counter,
-                                                                        std::uint64_t ref) noexcept {
+                                                                         std::uint64_t ref) noexcept {
   if (ref == 0) return counter;
   return ref - 1 - static_cast<std::uint16_t>(static_cast<std::uint16_t>(ref - 1) - counter);
 }
@@ -135,7 +140,7 @@ static_assert(widen_wqe_counter(0x0005, 0x30000) == 0x20005);
 
 /// Device view of a CQ. Trivially copyable.
 struct completion_queue {
-  cqe64* cqes = nullptr;        ///< 1 entry (collapsed) or 2^log_ncqe entries, initialised to 0xff
+  cqe64* cqes = nullptr;           ///< 1 entry (collapsed) or 2^log_ncqe entries, initialised to 0xff
   std::uint32_t* dbrec = nullptr;  ///< CQ doorbell record: [0] consumer index (BE, 24 bits)
   std::uint32_t log_ncqe = 0;
   cq_mode mode = cq_mode::collapsed;
@@ -211,7 +216,7 @@ GPUCOMM_HD inline status poll_send_cq(completion_queue const& cq, qp_counters& c
   // the holder makes the progress.
   std::uint32_t unlocked = 0;
   if (!detail::dev_ref(c.cq_lock).compare_exchange_strong(unlocked, 1u, cuda::memory_order_acquire,
-                                                         cuda::memory_order_relaxed)) {
+                                                          cuda::memory_order_relaxed)) {
     return status::pending;
   }
   status result = status::pending;
@@ -250,10 +255,10 @@ GPUCOMM_HD inline status poll_send_cq(completion_queue const& cq, qp_counters& c
 /// A responder-side completion (RDMA WRITE with immediate arrived).
 struct recv_completion {
   cqe_opcode opcode = cqe_opcode::invalid;
-  std::uint32_t imm = 0;         ///< host order
+  std::uint32_t imm = 0;  ///< host order
   std::uint32_t byte_count = 0;
   std::uint32_t qpn = 0;
-  cq_error error{};              ///< valid when opcode is an error opcode
+  cq_error error{};  ///< valid when opcode is an error opcode
 };
 
 /// Takes the next entry of an owner-bit receive CQ, `ci` being this CQ's consumer count (one
@@ -273,7 +278,8 @@ GPUCOMM_HD inline status poll_recv_cq(completion_queue const& cq, std::uint64_t&
     st = status::error;
   } else {
     out.imm = from_be32(detail::sys_ref(const_cast<std::uint32_t&>(e.imm_inval_pkey)).load(cuda::memory_order_relaxed));
-    out.byte_count = from_be32(detail::sys_ref(const_cast<std::uint32_t&>(e.byte_cnt)).load(cuda::memory_order_relaxed));
+    out.byte_count =
+        from_be32(detail::sys_ref(const_cast<std::uint32_t&>(e.byte_cnt)).load(cuda::memory_order_relaxed));
     out.qpn = from_be32(detail::sys_ref(const_cast<std::uint32_t&>(e.sop_drop_qpn)).load(cuda::memory_order_relaxed)) &
               0xffffffu;
   }

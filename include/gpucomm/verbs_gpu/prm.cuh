@@ -82,12 +82,12 @@ inline constexpr int cq_dbr_arm = 1;
 
 /// Control segment, first 16 bytes of every WQE (struct mlx5_wqe_ctrl_seg).
 struct alignas(16) ctrl_seg {
-  std::uint32_t opmod_idx_opcode;        ///< BE: [31:24] opmod, [23:8] wqe index, [7:0] opcode
-  std::uint32_t qpn_ds;                  ///< BE: [31:8] QP number, [5:0] DS
-  std::uint8_t signature;                ///< 0 unless WQ signatures are on
-  std::uint8_t dci_stream_channel_id[2]; ///< BE16, 0 for RC
-  std::uint8_t fm_ce_se;                 ///< fence mode, completion mode, solicited
-  std::uint32_t imm;                     ///< immediate (already in wire order) or 0
+  std::uint32_t opmod_idx_opcode;         ///< BE: [31:24] opmod, [23:8] wqe index, [7:0] opcode
+  std::uint32_t qpn_ds;                   ///< BE: [31:8] QP number, [5:0] DS
+  std::uint8_t signature;                 ///< 0 unless WQ signatures are on
+  std::uint8_t dci_stream_channel_id[2];  ///< BE16, 0 for RC
+  std::uint8_t fm_ce_se;                  ///< fence mode, completion mode, solicited
+  std::uint32_t imm;                      ///< immediate (already in wire order) or 0
 };
 static_assert(sizeof(ctrl_seg) == 16);
 static_assert(offsetof(ctrl_seg, opmod_idx_opcode) == 0);
@@ -104,8 +104,7 @@ struct alignas(16) raddr_seg {
   std::uint32_t reserved;  ///< 0
 };
 static_assert(sizeof(raddr_seg) == 16);
-static_assert(offsetof(raddr_seg, raddr) == 0 && offsetof(raddr_seg, rkey) == 8 &&
-              offsetof(raddr_seg, reserved) == 12);
+static_assert(offsetof(raddr_seg, raddr) == 0 && offsetof(raddr_seg, rkey) == 8 && offsetof(raddr_seg, reserved) == 12);
 
 /// Scatter/gather pointer segment (struct mlx5_wqe_data_seg).
 struct alignas(16) data_seg {
@@ -114,8 +113,7 @@ struct alignas(16) data_seg {
   std::uint64_t addr;        ///< BE
 };
 static_assert(sizeof(data_seg) == 16);
-static_assert(offsetof(data_seg, byte_count) == 0 && offsetof(data_seg, lkey) == 4 &&
-              offsetof(data_seg, addr) == 8);
+static_assert(offsetof(data_seg, byte_count) == 0 && offsetof(data_seg, lkey) == 4 && offsetof(data_seg, addr) == 8);
 
 /// Header of an inline-data segment (struct mlx5_wqe_inl_data_seg); the payload follows it
 /// directly and the segment is padded to a multiple of 16 bytes.
@@ -223,31 +221,29 @@ struct alignas(64) cqe64 {
   std::uint32_t imm_inval_pkey;  ///< BE: immediate of RESP_WR_IMM / RESP_SEND_IMM
   std::uint8_t app;
   std::uint8_t app_op;
-  std::uint16_t app_info;        ///< BE
-  std::uint32_t byte_cnt;        ///< BE
-  std::uint64_t timestamp;       ///< BE
-  std::uint32_t sop_drop_qpn;    ///< BE: [31:24] opcode of the SQ WQE, [23:0] QPN
-  std::uint16_t wqe_counter;     ///< BE: first WQEBB index (16 bits) of the completed WQE
+  std::uint16_t app_info;      ///< BE
+  std::uint32_t byte_cnt;      ///< BE
+  std::uint64_t timestamp;     ///< BE
+  std::uint32_t sop_drop_qpn;  ///< BE: [31:24] opcode of the SQ WQE, [23:0] QPN
+  std::uint16_t wqe_counter;   ///< BE: first WQEBB index (16 bits) of the completed WQE
   std::uint8_t signature;
-  std::uint8_t op_own;           ///< [7:4] cqe_opcode, [3:2] format, [1] SE, [0] owner
+  std::uint8_t op_own;  ///< [7:4] cqe_opcode, [3:2] format, [1] SE, [0] owner
 };
 static_assert(sizeof(cqe64) == 64);
-static_assert(offsetof(cqe64, srqn_uidx) == 32 && offsetof(cqe64, imm_inval_pkey) == 36 &&
-              offsetof(cqe64, app) == 40 && offsetof(cqe64, app_op) == 41 &&
-              offsetof(cqe64, app_info) == 42 && offsetof(cqe64, byte_cnt) == 44 &&
+static_assert(offsetof(cqe64, srqn_uidx) == 32 && offsetof(cqe64, imm_inval_pkey) == 36 && offsetof(cqe64, app) == 40 &&
+              offsetof(cqe64, app_op) == 41 && offsetof(cqe64, app_info) == 42 && offsetof(cqe64, byte_cnt) == 44 &&
               offsetof(cqe64, timestamp) == 48 && offsetof(cqe64, sop_drop_qpn) == 56 &&
-              offsetof(cqe64, wqe_counter) == 60 && offsetof(cqe64, signature) == 62 &&
-              offsetof(cqe64, op_own) == 63);
+              offsetof(cqe64, wqe_counter) == 60 && offsetof(cqe64, signature) == 62 && offsetof(cqe64, op_own) == 63);
 
 /// The same 64 bytes as an error CQE (struct mlx5_err_cqe).
 struct alignas(64) err_cqe64 {
   std::uint8_t rsvd0[32];
-  std::uint32_t srqn;             ///< BE
+  std::uint32_t srqn;  ///< BE
   std::uint8_t rsvd1[18];
   std::uint8_t vendor_err_synd;
-  std::uint8_t syndrome;          ///< cqe_syndrome
-  std::uint32_t s_wqe_opcode_qpn; ///< BE: [31:24] opcode of the failed WQE, [23:0] QPN
-  std::uint16_t wqe_counter;      ///< BE
+  std::uint8_t syndrome;           ///< cqe_syndrome
+  std::uint32_t s_wqe_opcode_qpn;  ///< BE: [31:24] opcode of the failed WQE, [23:0] QPN
+  std::uint16_t wqe_counter;       ///< BE
   std::uint8_t signature;
   std::uint8_t op_own;
 };
@@ -272,7 +268,7 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr std::uint16_t cqe_tail_wqe_counter(std:
 }
 /// The tail word a CQE with these fields has (what the NIC model stores last, in one store).
 GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr std::uint32_t make_cqe_tail(std::uint16_t wqe_counter, std::uint8_t signature,
-                                                          std::uint8_t op_own) noexcept {
+                                                                     std::uint8_t op_own) noexcept {
   return static_cast<std::uint32_t>(to_be16(wqe_counter)) | (static_cast<std::uint32_t>(signature) << 16) |
          (static_cast<std::uint32_t>(op_own) << 24);
 }
@@ -284,17 +280,28 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr std::uint8_t make_op_own(cqe_opcode op,
 /// Name of a CQE opcode ("REQ", "REQ_ERR", ...), or "UNKNOWN".
 GPUCOMM_HD constexpr char const* cqe_opcode_name(cqe_opcode op) noexcept {
   switch (op) {
-    case cqe_opcode::req: return "REQ";
-    case cqe_opcode::resp_wr_imm: return "RESP_WR_IMM";
-    case cqe_opcode::resp_send: return "RESP_SEND";
-    case cqe_opcode::resp_send_imm: return "RESP_SEND_IMM";
-    case cqe_opcode::resp_send_inv: return "RESP_SEND_INV";
-    case cqe_opcode::resize_cq: return "RESIZE_CQ";
-    case cqe_opcode::no_packet: return "NO_PACKET";
-    case cqe_opcode::sig_err: return "SIG_ERR";
-    case cqe_opcode::req_err: return "REQ_ERR";
-    case cqe_opcode::resp_err: return "RESP_ERR";
-    case cqe_opcode::invalid: return "INVALID";
+    case cqe_opcode::req:
+      return "REQ";
+    case cqe_opcode::resp_wr_imm:
+      return "RESP_WR_IMM";
+    case cqe_opcode::resp_send:
+      return "RESP_SEND";
+    case cqe_opcode::resp_send_imm:
+      return "RESP_SEND_IMM";
+    case cqe_opcode::resp_send_inv:
+      return "RESP_SEND_INV";
+    case cqe_opcode::resize_cq:
+      return "RESIZE_CQ";
+    case cqe_opcode::no_packet:
+      return "NO_PACKET";
+    case cqe_opcode::sig_err:
+      return "SIG_ERR";
+    case cqe_opcode::req_err:
+      return "REQ_ERR";
+    case cqe_opcode::resp_err:
+      return "RESP_ERR";
+    case cqe_opcode::invalid:
+      return "INVALID";
   }
   return "UNKNOWN";
 }
@@ -302,19 +309,32 @@ GPUCOMM_HD constexpr char const* cqe_opcode_name(cqe_opcode op) noexcept {
 /// Name of an error syndrome, as rdma-core spells it after MLX5_CQE_SYNDROME_, or "UNKNOWN".
 GPUCOMM_HD constexpr char const* cqe_syndrome_name(std::uint8_t syndrome) noexcept {
   switch (static_cast<cqe_syndrome>(syndrome)) {
-    case cqe_syndrome::local_length_err: return "LOCAL_LENGTH_ERR";
-    case cqe_syndrome::local_qp_op_err: return "LOCAL_QP_OP_ERR";
-    case cqe_syndrome::local_prot_err: return "LOCAL_PROT_ERR";
-    case cqe_syndrome::wr_flush_err: return "WR_FLUSH_ERR";
-    case cqe_syndrome::mw_bind_err: return "MW_BIND_ERR";
-    case cqe_syndrome::bad_resp_err: return "BAD_RESP_ERR";
-    case cqe_syndrome::local_access_err: return "LOCAL_ACCESS_ERR";
-    case cqe_syndrome::remote_inval_req_err: return "REMOTE_INVAL_REQ_ERR";
-    case cqe_syndrome::remote_access_err: return "REMOTE_ACCESS_ERR";
-    case cqe_syndrome::remote_op_err: return "REMOTE_OP_ERR";
-    case cqe_syndrome::transport_retry_exc_err: return "TRANSPORT_RETRY_EXC_ERR";
-    case cqe_syndrome::rnr_retry_exc_err: return "RNR_RETRY_EXC_ERR";
-    case cqe_syndrome::remote_aborted_err: return "REMOTE_ABORTED_ERR";
+    case cqe_syndrome::local_length_err:
+      return "LOCAL_LENGTH_ERR";
+    case cqe_syndrome::local_qp_op_err:
+      return "LOCAL_QP_OP_ERR";
+    case cqe_syndrome::local_prot_err:
+      return "LOCAL_PROT_ERR";
+    case cqe_syndrome::wr_flush_err:
+      return "WR_FLUSH_ERR";
+    case cqe_syndrome::mw_bind_err:
+      return "MW_BIND_ERR";
+    case cqe_syndrome::bad_resp_err:
+      return "BAD_RESP_ERR";
+    case cqe_syndrome::local_access_err:
+      return "LOCAL_ACCESS_ERR";
+    case cqe_syndrome::remote_inval_req_err:
+      return "REMOTE_INVAL_REQ_ERR";
+    case cqe_syndrome::remote_access_err:
+      return "REMOTE_ACCESS_ERR";
+    case cqe_syndrome::remote_op_err:
+      return "REMOTE_OP_ERR";
+    case cqe_syndrome::transport_retry_exc_err:
+      return "TRANSPORT_RETRY_EXC_ERR";
+    case cqe_syndrome::rnr_retry_exc_err:
+      return "RNR_RETRY_EXC_ERR";
+    case cqe_syndrome::remote_aborted_err:
+      return "REMOTE_ABORTED_ERR";
   }
   return "UNKNOWN";
 }
@@ -322,17 +342,28 @@ GPUCOMM_HD constexpr char const* cqe_syndrome_name(std::uint8_t syndrome) noexce
 /// Name of a send-WQE opcode ("RDMA_WRITE", ...), or "UNKNOWN".
 GPUCOMM_HD constexpr char const* opcode_name(std::uint8_t op) noexcept {
   switch (static_cast<opcode>(op)) {
-    case opcode::nop: return "NOP";
-    case opcode::send_inval: return "SEND_INVAL";
-    case opcode::rdma_write: return "RDMA_WRITE";
-    case opcode::rdma_write_imm: return "RDMA_WRITE_IMM";
-    case opcode::send: return "SEND";
-    case opcode::send_imm: return "SEND_IMM";
-    case opcode::rdma_read: return "RDMA_READ";
-    case opcode::atomic_cs: return "ATOMIC_CS";
-    case opcode::atomic_fa: return "ATOMIC_FA";
-    case opcode::atomic_masked_cs: return "ATOMIC_MASKED_CS";
-    case opcode::atomic_masked_fa: return "ATOMIC_MASKED_FA";
+    case opcode::nop:
+      return "NOP";
+    case opcode::send_inval:
+      return "SEND_INVAL";
+    case opcode::rdma_write:
+      return "RDMA_WRITE";
+    case opcode::rdma_write_imm:
+      return "RDMA_WRITE_IMM";
+    case opcode::send:
+      return "SEND";
+    case opcode::send_imm:
+      return "SEND_IMM";
+    case opcode::rdma_read:
+      return "RDMA_READ";
+    case opcode::atomic_cs:
+      return "ATOMIC_CS";
+    case opcode::atomic_fa:
+      return "ATOMIC_FA";
+    case opcode::atomic_masked_cs:
+      return "ATOMIC_MASKED_CS";
+    case opcode::atomic_masked_fa:
+      return "ATOMIC_MASKED_FA";
   }
   return "UNKNOWN";
 }
@@ -342,13 +373,13 @@ GPUCOMM_HD constexpr char const* opcode_name(std::uint8_t op) noexcept {
 /// Control segment; same bytes as mlx5dv_set_ctrl_seg(seg, pi, opcode, opmod, qpn, fm_ce_se, ds,
 /// signature, imm). `pi` is the WQE's first WQEBB index (wraps at 0xffff); `imm` is in wire order.
 GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr ctrl_seg make_ctrl_seg(std::uint16_t pi, std::uint8_t opcode_value,
-                                                     std::uint8_t opmod, std::uint32_t qpn,
-                                                     std::uint8_t fm_ce_se, std::uint8_t ds,
-                                                     std::uint8_t signature = 0,
-                                                     std::uint32_t imm_wire = 0) noexcept {
+                                                                std::uint8_t opmod, std::uint32_t qpn,
+                                                                std::uint8_t fm_ce_se, std::uint8_t ds,
+                                                                std::uint8_t signature = 0,
+                                                                std::uint32_t imm_wire = 0) noexcept {
   ctrl_seg s{};
-  s.opmod_idx_opcode = to_be32((static_cast<std::uint32_t>(opmod) << 24) |
-                               (static_cast<std::uint32_t>(pi) << 8) | opcode_value);
+  s.opmod_idx_opcode =
+      to_be32((static_cast<std::uint32_t>(opmod) << 24) | (static_cast<std::uint32_t>(pi) << 8) | opcode_value);
   s.qpn_ds = to_be32((qpn << 8) | ds);
   s.signature = signature;
   s.dci_stream_channel_id[0] = 0;
@@ -365,12 +396,13 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr raddr_seg make_raddr_seg(std::uint64_t 
 
 /// Pointer data segment; same bytes as mlx5dv_set_data_seg(seg, length, lkey, addr).
 GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr data_seg make_data_seg(std::uint32_t length, std::uint32_t lkey,
-                                                     std::uint64_t addr) noexcept {
+                                                                std::uint64_t addr) noexcept {
   return data_seg{to_be32(length), to_be32(lkey), to_be64(addr)};
 }
 
 /// Standard atomic operands: compare-and-swap.
-GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr atomic_seg make_atomic_cs_seg(std::uint64_t swap, std::uint64_t compare) noexcept {
+GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr atomic_seg make_atomic_cs_seg(std::uint64_t swap,
+                                                                       std::uint64_t compare) noexcept {
   return atomic_seg{to_be64(swap), to_be64(compare)};
 }
 /// Standard atomic operands: fetch-and-add (compare is unused and zero).
@@ -378,24 +410,24 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr atomic_seg make_atomic_fa_seg(std::uint
   return atomic_seg{to_be64(add), 0};
 }
 GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr masked_fa32_seg make_masked_fa32_seg(std::uint32_t add,
-                                                                   std::uint32_t field_boundary) noexcept {
+                                                                              std::uint32_t field_boundary) noexcept {
   return masked_fa32_seg{to_be32(add), to_be32(field_boundary), 0};
 }
 GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr masked_fa64_seg make_masked_fa64_seg(std::uint64_t add,
-                                                                   std::uint64_t field_boundary) noexcept {
+                                                                              std::uint64_t field_boundary) noexcept {
   return masked_fa64_seg{to_be64(add), to_be64(field_boundary)};
 }
 GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr masked_cs32_seg make_masked_cs32_seg(std::uint32_t swap, std::uint32_t compare,
-                                                                   std::uint32_t swap_mask,
-                                                                   std::uint32_t compare_mask) noexcept {
+                                                                              std::uint32_t swap_mask,
+                                                                              std::uint32_t compare_mask) noexcept {
   return masked_cs32_seg{to_be32(swap), to_be32(compare), to_be32(swap_mask), to_be32(compare_mask)};
 }
-GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr masked_cs64_data_seg make_masked_cs64_data_seg(std::uint64_t swap,
-                                                                             std::uint64_t compare) noexcept {
+GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr masked_cs64_data_seg make_masked_cs64_data_seg(
+    std::uint64_t swap, std::uint64_t compare) noexcept {
   return masked_cs64_data_seg{to_be64(swap), to_be64(compare)};
 }
-GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr masked_cs64_mask_seg make_masked_cs64_mask_seg(std::uint64_t swap_mask,
-                                                                             std::uint64_t compare_mask) noexcept {
+GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr masked_cs64_mask_seg make_masked_cs64_mask_seg(
+    std::uint64_t swap_mask, std::uint64_t compare_mask) noexcept {
   return masked_cs64_mask_seg{to_be64(swap_mask), to_be64(compare_mask)};
 }
 
@@ -407,12 +439,12 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr std::uint32_t inline_seg_ds(std::uint32
 // ---- WQE shapes ---------------------------------------------------------------------------------
 
 /// DS of each RC WQE shape the builders in wqe.cuh produce.
-inline constexpr std::uint8_t ds_nop = 1;              ///< ctrl
-inline constexpr std::uint8_t ds_rdma = 3;             ///< ctrl + raddr + data (WRITE, WRITE_IMM, READ)
-inline constexpr std::uint8_t ds_send = 2;             ///< ctrl + data (SEND, SEND_IMM)
-inline constexpr std::uint8_t ds_atomic = 4;           ///< ctrl + raddr + atomic + data
-inline constexpr std::uint8_t ds_masked_atomic = 4;    ///< ctrl + raddr + masked seg + data
-inline constexpr std::uint8_t ds_masked_cs64 = 5;      ///< ctrl + raddr + 2 masked segs + data
+inline constexpr std::uint8_t ds_nop = 1;            ///< ctrl
+inline constexpr std::uint8_t ds_rdma = 3;           ///< ctrl + raddr + data (WRITE, WRITE_IMM, READ)
+inline constexpr std::uint8_t ds_send = 2;           ///< ctrl + data (SEND, SEND_IMM)
+inline constexpr std::uint8_t ds_atomic = 4;         ///< ctrl + raddr + atomic + data
+inline constexpr std::uint8_t ds_masked_atomic = 4;  ///< ctrl + raddr + masked seg + data
+inline constexpr std::uint8_t ds_masked_cs64 = 5;    ///< ctrl + raddr + 2 masked segs + data
 
 /// Largest inline payload of an RDMA write WQE here: ctrl + raddr + inline seg within
 /// max_wqe_ds (220 bytes; 12 bytes fit a DS-3 WQE, 28 bytes a DS-4 one, both one WQEBB).
@@ -429,7 +461,8 @@ static_assert(inline_write_ds(12) == 3 && inline_write_ds(13) == 4 && inline_wri
 /// The 8 bytes written to the UAR doorbell register, as one little-endian 64-bit store: the first
 /// 8 bytes of a control segment naming the *next free* WQEBB index and the QP (the only fields the
 /// NIC inspects on a doorbell).
-GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr std::uint64_t make_doorbell(std::uint64_t next_index, std::uint32_t qpn) noexcept {
+GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr std::uint64_t make_doorbell(std::uint64_t next_index,
+                                                                     std::uint32_t qpn) noexcept {
   return static_cast<std::uint64_t>(to_be32(static_cast<std::uint32_t>(next_index & 0xffffu) << 8)) |
          (static_cast<std::uint64_t>(to_be32(qpn << 8)) << 32);
 }

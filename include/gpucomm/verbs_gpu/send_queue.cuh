@@ -66,15 +66,15 @@ struct nop_builder {
 
 /// Device view of one send queue. Trivially copyable; pass it to kernels by value.
 struct send_queue {
-  std::byte* ring = nullptr;          ///< WQ buffer: (1 << log_depth) WQEBBs
-  std::uint32_t log_depth = 0;        ///< log2 of the depth in WQEBBs (depth <= max_sq_depth)
+  std::byte* ring = nullptr;    ///< WQ buffer: (1 << log_depth) WQEBBs
+  std::uint32_t log_depth = 0;  ///< log2 of the depth in WQEBBs (depth <= max_sq_depth)
   std::uint32_t qpn = 0;
-  std::uint32_t* dbrec = nullptr;     ///< the SND slot of the QP's doorbell record (BE32)
-  std::uint64_t* doorbell = nullptr;  ///< the 8-byte UAR doorbell register mapped for this device
-  qp_counters* counters = nullptr;    ///< shared bookkeeping, zero-initialised
-  completion_queue cq{};              ///< the CQ of this send queue
-  std::uint32_t ring_step = 32;       ///< doorbell batching step in WQEBBs (deferred batches)
-  nic_scope scope = nic_scope::system;  ///< where the NIC reads the ring and the doorbell record
+  std::uint32_t* dbrec = nullptr;                ///< the SND slot of the QP's doorbell record (BE32)
+  std::uint64_t* doorbell = nullptr;             ///< the 8-byte UAR doorbell register mapped for this device
+  qp_counters* counters = nullptr;               ///< shared bookkeeping, zero-initialised
+  completion_queue cq{};                         ///< the CQ of this send queue
+  std::uint32_t ring_step = 32;                  ///< doorbell batching step in WQEBBs (deferred batches)
+  nic_scope scope = nic_scope::system;           ///< where the NIC reads the ring and the doorbell record
   std::uint64_t timeout_ns = 20'000'000'000ull;  ///< debug-build bound of every wait (0: none)
 
   GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint64_t depth() const noexcept { return 1ull << log_depth; }

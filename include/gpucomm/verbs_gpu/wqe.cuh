@@ -21,11 +21,11 @@ namespace gpucomm::verbs_gpu {
 
 /// Where one WQE goes. Trivially copyable; made by send_queue::slot().
 struct wqe_slot {
-  std::byte* ring = nullptr;       ///< the SQ buffer (depth * 64 bytes, 64-byte aligned)
-  std::uint64_t ring_mask = 0;     ///< ring bytes - 1 (ring bytes a power of two)
-  std::uint64_t index = 0;         ///< first WQEBB of this WQE (64-bit, monotonic)
-  std::uint32_t qpn = 0;           ///< QP number, 24 bits
-  std::uint8_t fm_ce_se = 0;       ///< ctrl_cq_update to ask for a CQE, fence bits, ...
+  std::byte* ring = nullptr;    ///< the SQ buffer (depth * 64 bytes, 64-byte aligned)
+  std::uint64_t ring_mask = 0;  ///< ring bytes - 1 (ring bytes a power of two)
+  std::uint64_t index = 0;      ///< first WQEBB of this WQE (64-bit, monotonic)
+  std::uint32_t qpn = 0;        ///< QP number, 24 bits
+  std::uint8_t fm_ce_se = 0;    ///< ctrl_cq_update to ask for a CQE, fence bits, ...
 
   /// Address of 16-byte segment k of this WQE (wrapping at the ring's end).
   GPUCOMM_HD GPUCOMM_FORCEINLINE void* seg(std::uint32_t k) const noexcept {
@@ -39,8 +39,8 @@ struct wqe_slot {
   /// The control segment of this WQE.
   GPUCOMM_HD GPUCOMM_FORCEINLINE ctrl_seg ctrl(opcode op, std::uint8_t ds, std::uint8_t opmod = 0,
                                                std::uint32_t imm_wire = 0) const noexcept {
-    return make_ctrl_seg(static_cast<std::uint16_t>(index), static_cast<std::uint8_t>(op), opmod, qpn, fm_ce_se,
-                         ds, 0, imm_wire);
+    return make_ctrl_seg(static_cast<std::uint16_t>(index), static_cast<std::uint8_t>(op), opmod, qpn, fm_ce_se, ds, 0,
+                         imm_wire);
   }
 };
 
@@ -64,7 +64,7 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_nop(wqe_slot const& s) noexce
 
 /// RDMA WRITE of `src` to `dst` (DS 3).
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_rdma_write(wqe_slot const& s, local_buf src,
-                                                             remote_buf dst) noexcept {
+                                                              remote_buf dst) noexcept {
   s.put(0, s.ctrl(opcode::rdma_write, ds_rdma));
   s.put(1, make_raddr_seg(dst.addr, dst.rkey));
   s.put(2, make_data_seg(src.length, src.lkey, src.addr));
@@ -74,7 +74,7 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_rdma_write(wqe_slot const& s,
 /// RDMA WRITE with immediate (DS 3): the responder gets a RESP_WR_IMM CQE carrying `imm`
 /// (host order here; stored in wire order).
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_rdma_write_imm(wqe_slot const& s, local_buf src, remote_buf dst,
-                                                                 std::uint32_t imm) noexcept {
+                                                                  std::uint32_t imm) noexcept {
   s.put(0, s.ctrl(opcode::rdma_write_imm, ds_rdma, 0, to_be32(imm)));
   s.put(1, make_raddr_seg(dst.addr, dst.rkey));
   s.put(2, make_data_seg(src.length, src.lkey, src.addr));
@@ -83,7 +83,7 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_rdma_write_imm(wqe_slot const
 
 /// RDMA READ of `src` (remote) into `dst` (local) (DS 3).
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_rdma_read(wqe_slot const& s, local_buf dst,
-                                                            remote_buf src) noexcept {
+                                                             remote_buf src) noexcept {
   s.put(0, s.ctrl(opcode::rdma_read, ds_rdma));
   s.put(1, make_raddr_seg(src.addr, src.rkey));
   s.put(2, make_data_seg(dst.length, dst.lkey, dst.addr));
@@ -97,7 +97,7 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_send(wqe_slot const& s, local
   return ds_send;
 }
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_send_imm(wqe_slot const& s, local_buf src,
-                                                           std::uint32_t imm) noexcept {
+                                                            std::uint32_t imm) noexcept {
   s.put(0, s.ctrl(opcode::send_imm, ds_send, 0, to_be32(imm)));
   s.put(1, make_data_seg(src.length, src.lkey, src.addr));
   return ds_send;
@@ -133,7 +133,7 @@ GPUCOMM_HD inline std::uint32_t build_rdma_write_inline(wqe_slot const& s, void 
 
 /// 8-byte compare-and-swap at `dst` (DS 4); the old value lands in `result` (8 bytes).
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_atomic_cs(wqe_slot const& s, local_buf result, remote_buf dst,
-                                                            std::uint64_t compare, std::uint64_t swap) noexcept {
+                                                             std::uint64_t compare, std::uint64_t swap) noexcept {
   s.put(0, s.ctrl(opcode::atomic_cs, ds_atomic));
   s.put(1, make_raddr_seg(dst.addr, dst.rkey));
   s.put(2, make_atomic_cs_seg(swap, compare));
@@ -143,7 +143,7 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_atomic_cs(wqe_slot const& s, 
 
 /// 8-byte fetch-and-add at `dst` (DS 4); the old value lands in `result` (8 bytes).
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_atomic_fa(wqe_slot const& s, local_buf result, remote_buf dst,
-                                                            std::uint64_t add) noexcept {
+                                                             std::uint64_t add) noexcept {
   s.put(0, s.ctrl(opcode::atomic_fa, ds_atomic));
   s.put(1, make_raddr_seg(dst.addr, dst.rkey));
   s.put(2, make_atomic_fa_seg(add));
@@ -153,8 +153,8 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_atomic_fa(wqe_slot const& s, 
 
 /// Masked fetch-and-add, 4 bytes (DS 4). field_boundary 0: add; ~0: xor.
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_masked_fa32(wqe_slot const& s, local_buf result, remote_buf dst,
-                                                              std::uint32_t add,
-                                                              std::uint32_t field_boundary) noexcept {
+                                                               std::uint32_t add,
+                                                               std::uint32_t field_boundary) noexcept {
   s.put(0, s.ctrl(opcode::atomic_masked_fa, ds_masked_atomic, opmod_ext_atomic_4b));
   s.put(1, make_raddr_seg(dst.addr, dst.rkey));
   s.put(2, make_masked_fa32_seg(add, field_boundary));
@@ -164,8 +164,8 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_masked_fa32(wqe_slot const& s
 
 /// Masked fetch-and-add, 8 bytes (DS 4).
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_masked_fa64(wqe_slot const& s, local_buf result, remote_buf dst,
-                                                              std::uint64_t add,
-                                                              std::uint64_t field_boundary) noexcept {
+                                                               std::uint64_t add,
+                                                               std::uint64_t field_boundary) noexcept {
   s.put(0, s.ctrl(opcode::atomic_masked_fa, ds_masked_atomic, opmod_ext_atomic_8b));
   s.put(1, make_raddr_seg(dst.addr, dst.rkey));
   s.put(2, make_masked_fa64_seg(add, field_boundary));
@@ -175,9 +175,9 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_masked_fa64(wqe_slot const& s
 
 /// Masked compare-and-swap, 4 bytes (DS 4).
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_masked_cs32(wqe_slot const& s, local_buf result, remote_buf dst,
-                                                              std::uint32_t compare, std::uint32_t swap,
-                                                              std::uint32_t compare_mask,
-                                                              std::uint32_t swap_mask) noexcept {
+                                                               std::uint32_t compare, std::uint32_t swap,
+                                                               std::uint32_t compare_mask,
+                                                               std::uint32_t swap_mask) noexcept {
   s.put(0, s.ctrl(opcode::atomic_masked_cs, ds_masked_atomic, opmod_ext_atomic_4b));
   s.put(1, make_raddr_seg(dst.addr, dst.rkey));
   s.put(2, make_masked_cs32_seg(swap, compare, swap_mask, compare_mask));
@@ -187,9 +187,9 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_masked_cs32(wqe_slot const& s
 
 /// Masked compare-and-swap, 8 bytes (DS 5, two WQEBBs).
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_masked_cs64(wqe_slot const& s, local_buf result, remote_buf dst,
-                                                              std::uint64_t compare, std::uint64_t swap,
-                                                              std::uint64_t compare_mask,
-                                                              std::uint64_t swap_mask) noexcept {
+                                                               std::uint64_t compare, std::uint64_t swap,
+                                                               std::uint64_t compare_mask,
+                                                               std::uint64_t swap_mask) noexcept {
   s.put(0, s.ctrl(opcode::atomic_masked_cs, ds_masked_cs64, opmod_ext_atomic_8b));
   s.put(1, make_raddr_seg(dst.addr, dst.rkey));
   s.put(2, make_masked_cs64_data_seg(swap, compare));

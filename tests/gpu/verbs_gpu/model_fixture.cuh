@@ -95,8 +95,8 @@ struct gpu_qp {
     sq.dbrec = reinterpret_cast<std::uint32_t*>(md) + vg::dbr_snd;
     sq.doorbell = reinterpret_cast<std::uint64_t*>(md + 128);
     sq.counters = static_cast<vg::qp_counters*>(counters.ptr);
-    sq.cq = vg::completion_queue{static_cast<vg::cqe64*>(cqes.dev), reinterpret_cast<std::uint32_t*>(md + 64), lg,
-                                 mode, cqn};
+    sq.cq = vg::completion_queue{static_cast<vg::cqe64*>(cqes.dev), reinterpret_cast<std::uint32_t*>(md + 64), lg, mode,
+                                 cqn};
     sq.scope = vg::nic_scope::system;  // the ring and records are in host memory
   }
 

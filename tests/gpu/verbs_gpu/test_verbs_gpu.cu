@@ -119,28 +119,48 @@ __global__ void every_opcode_kernel(vg::send_queue sq, vg::completion_queue recv
     res->st[k] = st;
   };
   std::uint64_t const* lw = reinterpret_cast<std::uint64_t const*>(la.addr);
-  run(0, [&](vg::wqe_slot const& s) { return vg::build_rdma_write(s, L(0, 64), R(0)); }, 1);       // rb[0..8) = la[0..8)
-  run(1, [&](vg::wqe_slot const& s) { return vg::build_rdma_read(s, L(16, 64), R(8)); }, 1);       // la[16..24) = rb[8..16)
-  run(2, [&](vg::wqe_slot const& s) { return vg::build_rdma_write_inline(s, lw + 1, 20, R(20)); }, 2);  // rb[20..) 20 B
-  run(3, [&](vg::wqe_slot const& s) { return vg::build_rdma_write_imm(s, L(2, 16), R(24), 0xfeedu); }, 1);
-  run(4, [&](vg::wqe_slot const& s) { return vg::build_atomic_cs(s, L(30, 8), R(30), lw[40], lw[41]); }, 1);
-  run(5, [&](vg::wqe_slot const& s) { return vg::build_atomic_fa(s, L(31, 8), R(31), lw[42]); }, 1);
-  run(6, [&](vg::wqe_slot const& s) { return vg::build_masked_fa64(s, L(32, 8), R(32), lw[43], ~0ull); }, 1);
-  run(7, [&](vg::wqe_slot const& s) {
-    return vg::build_masked_fa32(s, L(33, 4), vg::remote_buf{rb.addr + 8 * 33 + 4, rb.rkey},
-                                 static_cast<std::uint32_t>(lw[44]), 0u);
-  }, 1);
-  run(8, [&](vg::wqe_slot const& s) { return vg::build_masked_cs64(s, L(34, 8), R(34), 0, lw[45], 0, lw[45]); }, 2);
-  run(9, [&](vg::wqe_slot const& s) {
-    return vg::build_masked_cs32(s, L(35, 4), R(35), 0, 0, 0, static_cast<std::uint32_t>(~lw[46]));
-  }, 1);
-  run(10, [&](vg::wqe_slot const& s) { return vg::build_nop(s); }, 1);
+  run(
+      0, [&](vg::wqe_slot const& s) { return vg::build_rdma_write(s, L(0, 64), R(0)); }, 1);  // rb[0..8) = la[0..8)
+  run(
+      1, [&](vg::wqe_slot const& s) { return vg::build_rdma_read(s, L(16, 64), R(8)); }, 1);  // la[16..24) = rb[8..16)
+  run(
+      2, [&](vg::wqe_slot const& s) { return vg::build_rdma_write_inline(s, lw + 1, 20, R(20)); }, 2);  // rb[20..) 20 B
+  run(
+      3, [&](vg::wqe_slot const& s) { return vg::build_rdma_write_imm(s, L(2, 16), R(24), 0xfeedu); }, 1);
+  run(
+      4, [&](vg::wqe_slot const& s) { return vg::build_atomic_cs(s, L(30, 8), R(30), lw[40], lw[41]); }, 1);
+  run(
+      5, [&](vg::wqe_slot const& s) { return vg::build_atomic_fa(s, L(31, 8), R(31), lw[42]); }, 1);
+  run(
+      6, [&](vg::wqe_slot const& s) { return vg::build_masked_fa64(s, L(32, 8), R(32), lw[43], ~0ull); }, 1);
+  run(
+      7,
+      [&](vg::wqe_slot const& s) {
+        return vg::build_masked_fa32(s, L(33, 4), vg::remote_buf{rb.addr + 8 * 33 + 4, rb.rkey},
+                                     static_cast<std::uint32_t>(lw[44]), 0u);
+      },
+      1);
+  run(
+      8, [&](vg::wqe_slot const& s) { return vg::build_masked_cs64(s, L(34, 8), R(34), 0, lw[45], 0, lw[45]); }, 2);
+  run(
+      9,
+      [&](vg::wqe_slot const& s) {
+        return vg::build_masked_cs32(s, L(35, 4), R(35), 0, 0, 0, static_cast<std::uint32_t>(~lw[46]));
+      },
+      1);
+  run(
+      10, [&](vg::wqe_slot const& s) { return vg::build_nop(s); }, 1);
   std::uint64_t ci = 0;
   vg::status st = vg::status::pending;
   for (int t = 0; t < 1000000 && st == vg::status::pending; ++t) st = vg::poll_recv_cq(recv_cq, ci, res->imm);
   res->st[11] = st;
   // Bad rkey: an error CQE, reported as an error.
-  run(12, [&](vg::wqe_slot const& s) { return vg::build_rdma_write(s, L(0, 8), vg::remote_buf{rb.addr, rb.rkey ^ 0x7000}); }, 1);
+  run(
+      12,
+      [&](vg::wqe_slot const& s) {
+        return vg::build_rdma_write(s, L(0, 8), vg::remote_buf{rb.addr, rb.rkey ^ 0x7000});
+      },
+      1);
   res->err = sq.last_error();
   res->err_status = sq.post(vg::detail::one_thread{}, 1, 1, vg::detail::nop_builder{});
 }
@@ -177,7 +197,8 @@ TEST_CASE("verbs_gpu: many warps post to one QP and to several, rings wrap", "[g
     for (int d = 0; d < ngpu; ++d) {
       std::vector<vg::send_queue> sqs;
       for (int q = 0; q < nqp; ++q) {
-        g[d].qps.push_back(std::make_unique<gpu_qp>(n, pd, d, 8, q % 2 ? vg::cq_mode::owner_bit : vg::cq_mode::collapsed, 4));
+        g[d].qps.push_back(
+            std::make_unique<gpu_qp>(n, pd, d, 8, q % 2 ? vg::cq_mode::owner_bit : vg::cq_mode::collapsed, 4));
         g[d].qps.back()->sq.ring_step = 32;
         n.connect(g[d].qps.back()->qpn, g[d].qps.back()->qpn);  // loopback pair: same PD, peer memory by key
         sqs.push_back(g[d].qps.back()->sq);
@@ -306,27 +327,27 @@ TEST_CASE("verbs_gpu: every opcode end to end through the model; error CQEs surf
       }
       // Independent host reference of what every step did.
       std::vector<std::uint64_t> el = l0, er = r0;
-      for (int i = 0; i < 8; ++i) er[i] = l0[i];             // WRITE
-      for (int i = 0; i < 8; ++i) el[16 + i] = r0[8 + i];    // READ
+      for (int i = 0; i < 8; ++i) er[i] = l0[i];                           // WRITE
+      for (int i = 0; i < 8; ++i) el[16 + i] = r0[8 + i];                  // READ
       std::memcpy(reinterpret_cast<unsigned char*>(&er[20]), &l0[1], 20);  // inline WRITE, 20 bytes
-      er[24] = l0[2];                                        // WRITE_IMM, 16 bytes
+      er[24] = l0[2];                                                      // WRITE_IMM, 16 bytes
       er[25] = l0[3];
-      el[30] = r0[30];                                       // CAS (equal): old value back, swap stored
+      el[30] = r0[30];  // CAS (equal): old value back, swap stored
       er[30] = l0[41];
-      el[31] = r0[31];                                       // FA
+      el[31] = r0[31];  // FA
       er[31] = r0[31] + l0[42];
-      el[32] = r0[32];                                       // masked FA 64, boundary ~0: XOR
+      el[32] = r0[32];  // masked FA 64, boundary ~0: XOR
       er[32] = r0[32] ^ l0[43];
-      {                                                      // masked FA 32 on the upper half of word 33
+      {  // masked FA 32 on the upper half of word 33
         std::uint32_t hi = static_cast<std::uint32_t>(r0[33] >> 32);
         std::uint32_t const fetched_be = __builtin_bswap32(hi);
         el[33] = (l0[33] & 0xffffffff00000000ull) | fetched_be;
         hi += static_cast<std::uint32_t>(l0[44]);
         er[33] = (r0[33] & 0xffffffffull) | (static_cast<std::uint64_t>(hi) << 32);
       }
-      el[34] = r0[34];                                       // masked CS 64 as OR
+      el[34] = r0[34];  // masked CS 64 as OR
       er[34] = r0[34] | l0[45];
-      {                                                      // masked CS 32 as AND on the low half of word 35
+      {  // masked CS 32 as AND on the low half of word 35
         std::uint32_t const lo = static_cast<std::uint32_t>(r0[35]);
         el[35] = (l0[35] & 0xffffffff00000000ull) | __builtin_bswap32(lo);
         er[35] = (r0[35] & 0xffffffff00000000ull) | (lo & static_cast<std::uint32_t>(l0[46]));

@@ -31,9 +31,9 @@ TEST_CASE("verbs_gpu PRM command fields land where DEVX_SET puts them", "[verbs]
   CHECK(prm::get(buf, prm::qpc_rae) == 0);
   CHECK(prm::get(buf, prm::qpc_atomic_mode) == 0);
   // Every field read back after writing all-ones into a zeroed buffer has exactly its width.
-  for (auto f : {prm::cqc_cc, prm::cqc_oi, prm::cqc_log_cq_size, prm::cqc_uar_page, prm::cqc_c_eqn,
-                 prm::qpc_mtu, prm::qpc_remote_qpn, prm::ads_rlid, prm::qpc_retry_count, prm::qpc_rnr_retry,
-                 prm::qpc_next_send_psn, prm::qpc_cqn_snd, prm::qpc_min_rnr_nak, prm::qpc_rq_type}) {
+  for (auto f : {prm::cqc_cc, prm::cqc_oi, prm::cqc_log_cq_size, prm::cqc_uar_page, prm::cqc_c_eqn, prm::qpc_mtu,
+                 prm::qpc_remote_qpn, prm::ads_rlid, prm::qpc_retry_count, prm::qpc_rnr_retry, prm::qpc_next_send_psn,
+                 prm::qpc_cqn_snd, prm::qpc_min_rnr_nak, prm::qpc_rq_type}) {
     std::uint32_t b[prm::create_qp_in_bytes / 4] = {};
     prm::set(b, f, ~0ull);
     CHECK(prm::get(b, f) == (f.width == 32 ? 0xffffffffu : (1u << f.width) - 1));

@@ -159,12 +159,28 @@ TEST_CASE("verbs_gpu model: every opcode end to end on host memory", "[verbs][mo
           std::uint64_t swap = 0, swap_mask = 0, cmp = 0, cmp_mask = 0;
           std::uint64_t expect = 0;
           switch ((round / 12) % 4) {
-            case 0: swap = 0; swap_mask = ~v1; expect = rb0[j] & v1; break;       // AND v1
-            case 1: swap = v1; swap_mask = v1; expect = rb0[j] | v1; break;       // OR v1
-            case 2: swap = v1; swap_mask = ~0ull; expect = v1; break;             // SET v1
-            case 3:                                                               // compare low half only
-              cmp = rb0[j] ^ 0xffff'0000'0000'0000ull; cmp_mask = 0x0000'ffff'ffff'ffffull;
-              swap = v1; swap_mask = ~0ull; expect = v1; break;
+            case 0:
+              swap = 0;
+              swap_mask = ~v1;
+              expect = rb0[j] & v1;
+              break;  // AND v1
+            case 1:
+              swap = v1;
+              swap_mask = v1;
+              expect = rb0[j] | v1;
+              break;  // OR v1
+            case 2:
+              swap = v1;
+              swap_mask = ~0ull;
+              expect = v1;
+              break;  // SET v1
+            case 3:   // compare low half only
+              cmp = rb0[j] ^ 0xffff'0000'0000'0000ull;
+              cmp_mask = 0x0000'ffff'ffff'ffffull;
+              swap = v1;
+              swap_mask = ~0ull;
+              expect = v1;
+              break;
           }
           REQUIRE(run_one(n, sq, 2, [&](vg::wqe_slot const& s, std::uint32_t) {
                     return vg::build_masked_cs64(s, la.local(i, 8), rb.remote(j), cmp, swap, cmp_mask, swap_mask);
@@ -226,9 +242,9 @@ TEST_CASE("verbs_gpu model: error CQEs, error state and flush", "[verbs][model][
       qp_pair p(n, 5, mode, 3);
       auto& sq = p.sq();
       host_buffer la(n, p.pd_a, 64), rb(n, p.pd_b, 64);
-      host_buffer ro(n, p.pd_b, 64, vm::remote_read);          // responder memory without write/atomic
-      host_buffer nolocal(n, p.pd_a, 64, vm::remote_read);     // local memory without LOCAL_WRITE
-      host_buffer other_pd(n, p.pd_b, 64);                     // lkey from the wrong PD for A
+      host_buffer ro(n, p.pd_b, 64, vm::remote_read);       // responder memory without write/atomic
+      host_buffer nolocal(n, p.pd_a, 64, vm::remote_read);  // local memory without LOCAL_WRITE
+      host_buffer other_pd(n, p.pd_b, 64);                  // lkey from the wrong PD for A
       for (auto& w : la.words) w = 0x5555;
       REQUIRE(run_one(n, sq, 1, [&](vg::wqe_slot const& s, std::uint32_t) {
                 return vg::build_rdma_write(s, la.local(0, 8), rb.remote(0));
@@ -236,23 +252,32 @@ TEST_CASE("verbs_gpu model: error CQEs, error state and flush", "[verbs][model][
       error_case ec{};
       auto bad = [&](vg::wqe_slot const& s, std::uint32_t) -> std::uint32_t {
         switch (c) {
-          case 0: ec = {"bad lkey", vg::cqe_syndrome::local_prot_err, vg::opcode::rdma_write};
+          case 0:
+            ec = {"bad lkey", vg::cqe_syndrome::local_prot_err, vg::opcode::rdma_write};
             return vg::build_rdma_write(s, {la.addr(0), 8, 0xdead00}, rb.remote(1));
-          case 1: ec = {"lkey of another PD", vg::cqe_syndrome::local_prot_err, vg::opcode::rdma_write};
+          case 1:
+            ec = {"lkey of another PD", vg::cqe_syndrome::local_prot_err, vg::opcode::rdma_write};
             return vg::build_rdma_write(s, other_pd.local(0, 8), rb.remote(1));
-          case 2: ec = {"local out of bounds", vg::cqe_syndrome::local_prot_err, vg::opcode::rdma_write};
+          case 2:
+            ec = {"local out of bounds", vg::cqe_syndrome::local_prot_err, vg::opcode::rdma_write};
             return vg::build_rdma_write(s, la.local(60, 64), rb.remote(1));
-          case 3: ec = {"READ into memory without LOCAL_WRITE", vg::cqe_syndrome::local_prot_err, vg::opcode::rdma_read};
+          case 3:
+            ec = {"READ into memory without LOCAL_WRITE", vg::cqe_syndrome::local_prot_err, vg::opcode::rdma_read};
             return vg::build_rdma_read(s, nolocal.local(0, 8), rb.remote(1));
-          case 4: ec = {"bad rkey", vg::cqe_syndrome::remote_access_err, vg::opcode::rdma_write};
+          case 4:
+            ec = {"bad rkey", vg::cqe_syndrome::remote_access_err, vg::opcode::rdma_write};
             return vg::build_rdma_write(s, la.local(0, 8), {rb.addr(1), 0xbad0});
-          case 5: ec = {"remote out of bounds", vg::cqe_syndrome::remote_access_err, vg::opcode::rdma_write};
+          case 5:
+            ec = {"remote out of bounds", vg::cqe_syndrome::remote_access_err, vg::opcode::rdma_write};
             return vg::build_rdma_write(s, la.local(0, 16), rb.remote(63));
-          case 6: ec = {"write to read-only", vg::cqe_syndrome::remote_access_err, vg::opcode::rdma_write};
+          case 6:
+            ec = {"write to read-only", vg::cqe_syndrome::remote_access_err, vg::opcode::rdma_write};
             return vg::build_rdma_write(s, la.local(0, 8), ro.remote(0));
-          case 7: ec = {"atomic without REMOTE_ATOMIC", vg::cqe_syndrome::remote_access_err, vg::opcode::atomic_fa};
+          case 7:
+            ec = {"atomic without REMOTE_ATOMIC", vg::cqe_syndrome::remote_access_err, vg::opcode::atomic_fa};
             return vg::build_atomic_fa(s, la.local(0, 8), ro.remote(0), 1);
-          case 8: ec = {"misaligned atomic", vg::cqe_syndrome::remote_inval_req_err, vg::opcode::atomic_fa};
+          case 8:
+            ec = {"misaligned atomic", vg::cqe_syndrome::remote_inval_req_err, vg::opcode::atomic_fa};
             return vg::build_atomic_fa(s, la.local(0, 8), {rb.addr(1) + 4, rb.key.rkey}, 1);
           case 9: {  // malformed: wrong QPN in the control segment
             ec = {"wrong QPN", vg::cqe_syndrome::local_qp_op_err, vg::opcode::nop};
@@ -263,7 +288,8 @@ TEST_CASE("verbs_gpu model: error CQEs, error state and flush", "[verbs][model][
           case 10: {  // malformed: wrong wqe index
             ec = {"wrong wqe index", vg::cqe_syndrome::local_qp_op_err, vg::opcode::nop};
             vg::wqe_slot t = s;
-            vg::ctrl_seg const ctrl = vg::make_ctrl_seg(static_cast<std::uint16_t>(s.index + 1), 0, 0, s.qpn, s.fm_ce_se, 1);
+            vg::ctrl_seg const ctrl =
+                vg::make_ctrl_seg(static_cast<std::uint16_t>(s.index + 1), 0, 0, s.qpn, s.fm_ce_se, 1);
             t.put(0, ctrl);
             return 1;
           }
@@ -327,9 +353,12 @@ TEST_CASE("verbs_gpu model: error CQE seen by a waiting poster (collapsed CQ, si
   auto& sq = p.sq();
   n.start();
   std::uint64_t idx = 0;
-  REQUIRE(post_one(sq, 1, [&](vg::wqe_slot const& s, std::uint32_t) {
-            return vg::build_rdma_write(s, la.local(0, 8), {rb.addr(0), rb.key.rkey ^ 0x1000});
-          }, vg::post_flags::none, &idx) == vg::status::ok);
+  REQUIRE(post_one(
+              sq, 1,
+              [&](vg::wqe_slot const& s, std::uint32_t) {
+                return vg::build_rdma_write(s, la.local(0, 8), {rb.addr(0), rb.key.rkey ^ 0x1000});
+              },
+              vg::post_flags::none, &idx) == vg::status::ok);
   CHECK(sq.wait_complete(idx) == vg::status::error);
   n.stop();
   auto const e = sq.last_error();

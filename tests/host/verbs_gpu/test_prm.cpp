@@ -57,9 +57,7 @@ struct ring_pair {
     return vg::wqe_slot{mine_base(), nbb * 64 - 1, index, qpn, fm};
   }
   // Reference segment k of the WQE at `index`.
-  void* ref_seg(std::uint64_t index, std::uint32_t k) {
-    return ref_base() + ((index * 64 + k * 16) % (nbb * 64));
-  }
+  void* ref_seg(std::uint64_t index, std::uint32_t k) { return ref_base() + ((index * 64 + k * 16) % (nbb * 64)); }
   bool equal() { return std::memcmp(mine_base(), ref_base(), nbb * 64) == 0; }
 };
 
@@ -433,8 +431,8 @@ TEST_CASE("verbs_gpu inline RDMA write: every length, padding and DS, with wrap"
   std::mt19937_64 rng(11);
   constexpr std::size_t nbb = 8;
   for (std::uint32_t len = 0; len <= vg::max_inline_write; ++len) {
-    for (std::uint64_t index : {std::uint64_t{0}, std::uint64_t{5}, std::uint64_t{7}, std::uint64_t{0xffff},
-                                std::uint64_t{0x1234567}}) {
+    for (std::uint64_t index :
+         {std::uint64_t{0}, std::uint64_t{5}, std::uint64_t{7}, std::uint64_t{0xffff}, std::uint64_t{0x1234567}}) {
       ring_pair rp(nbb);
       std::vector<unsigned char> payload(len + 1);
       for (auto& b : payload) b = static_cast<unsigned char>(rng());

@@ -36,8 +36,9 @@ TEST_CASE("verbs_gpu post: counters, doorbell record and doorbell", "[verbs][sq]
   vm::host_queue_pair qp(n, n.alloc_pd(), 4, vg::cq_mode::collapsed);
   auto& sq = qp.sq();
   std::uint64_t idx = ~0ull;
-  REQUIRE(post_one(sq, 1, [](vg::wqe_slot const& s, std::uint32_t) { return vg::build_nop(s); }, vg::post_flags::none,
-                   &idx) == vg::status::ok);
+  REQUIRE(post_one(
+              sq, 1, [](vg::wqe_slot const& s, std::uint32_t) { return vg::build_nop(s); }, vg::post_flags::none,
+              &idx) == vg::status::ok);
   CHECK(idx == 0);
   auto& c = qp.counters();
   CHECK(c.reserved == 1);
@@ -204,8 +205,8 @@ TEST_CASE("verbs_gpu group posting from a team of host threads", "[verbs][sq][mo
           auto f = [&, offset](vg::wqe_slot const& s, std::uint32_t i) {
             return vg::build_rdma_write(s, src.local(offset + i, 8), dst.remote(offset + i));
           };
-          vg::status const st = sq.post(g, 1, nw, make_builder(f),
-                                        (b % 4 == 3) ? vg::post_flags::none : vg::post_flags::defer_doorbell);
+          vg::status const st =
+              sq.post(g, 1, nw, make_builder(f), (b % 4 == 3) ? vg::post_flags::none : vg::post_flags::defer_doorbell);
           if (st != vg::status::ok) ++failures;
           offset += nw;
         }

@@ -13,10 +13,12 @@
 namespace gpucomm::detail {
 
 struct driver_api {
-#define GPUCOMM_DRIVER_FUNCTIONS(X)                                                                          \
-  X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemAddressReserve)          \
-  X(cuMemAddressFree) X(cuMemGetAllocationGranularity) X(cuMemExportToShareableHandle)                        \
+// clang-format off
+#define GPUCOMM_DRIVER_FUNCTIONS(X)                                                                      \
+  X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemAddressReserve)      \
+  X(cuMemAddressFree) X(cuMemGetAllocationGranularity) X(cuMemExportToShareableHandle)                    \
   X(cuMemImportFromShareableHandle) X(cuMemsetD8) X(cuDeviceGetAttribute) X(cuGetErrorName) X(cuGetErrorString)
+// clang-format on
 #define GPUCOMM_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
   GPUCOMM_DRIVER_FUNCTIONS(GPUCOMM_DRIVER_MEMBER)
 #undef GPUCOMM_DRIVER_MEMBER
@@ -27,17 +29,17 @@ inline driver_api const& driver() {
   static driver_api const api = [] {
     driver_api a;
     // 12000: the ABI of each function as of CUDA 12.0, the oldest these calls are used with.
-#define GPUCOMM_DRIVER_LOAD(name)                                                                              \
-  {                                                                                                            \
-    cudaDriverEntryPointQueryResult found{};                                                                   \
-    void* fn = nullptr;                                                                                        \
-    cudaError_t const rc = cudaGetDriverEntryPointByVersion(#name, &fn, 12000, cudaEnableDefault, &found);     \
-    if (rc != cudaSuccess || found != cudaDriverEntryPointSuccess || !fn) {                                    \
-      throw error("cudaGetDriverEntryPointByVersion(" #name ")", -1,                                           \
-                  std::string("the CUDA driver does not provide " #name " (") + cudaGetErrorName(rc) + ")",   \
-                  "install an NVIDIA driver that supports CUDA 13");                                          \
-    }                                                                                                          \
-    a.name = reinterpret_cast<decltype(a.name)>(fn);                                                           \
+#define GPUCOMM_DRIVER_LOAD(name)                                                                           \
+  {                                                                                                         \
+    cudaDriverEntryPointQueryResult found{};                                                                \
+    void* fn = nullptr;                                                                                     \
+    cudaError_t const rc = cudaGetDriverEntryPointByVersion(#name, &fn, 12000, cudaEnableDefault, &found);  \
+    if (rc != cudaSuccess || found != cudaDriverEntryPointSuccess || !fn) {                                 \
+      throw error("cudaGetDriverEntryPointByVersion(" #name ")", -1,                                        \
+                  std::string("the CUDA driver does not provide " #name " (") + cudaGetErrorName(rc) + ")", \
+                  "install an NVIDIA driver that supports CUDA 13");                                        \
+    }                                                                                                       \
+    a.name = reinterpret_cast<decltype(a.name)>(fn);                                                        \
   }
     GPUCOMM_DRIVER_FUNCTIONS(GPUCOMM_DRIVER_LOAD)
 #undef GPUCOMM_DRIVER_LOAD

@@ -44,8 +44,8 @@ struct local_pe {
 
 /// Where the heap lives, as the device code needs it.
 struct heap_layout {
-  char* base = nullptr;     // PE 0's slot in this process's address space
-  std::size_t stride = 0;   // bytes between consecutive PEs' slots
+  char* base = nullptr;           // PE 0's slot in this process's address space
+  std::size_t stride = 0;         // bytes between consecutive PEs' slots
   std::size_t control_bytes = 0;  // gpucomm's control block at offset 0 of each slot
 };
 
@@ -54,7 +54,10 @@ class symmetric_heap {
   /// `allow(i, j)`: whether PE i may map PE j's memory for load/store (when the hardware can).
   symmetric_heap(any_bootstrap& boot, std::vector<local_pe> locals, int npes, std::size_t heap_bytes,
                  std::function<bool(int, int)> const& allow, std::vector<std::uint64_t> const& host_of_pe)
-      : boot_(&boot), locals_(std::move(locals)), npes_(npes), multi_process_(boot.size() > 1),
+      : boot_(&boot),
+        locals_(std::move(locals)),
+        npes_(npes),
+        multi_process_(boot.size() > 1),
         reach_(static_cast<std::size_t>(npes) * npes, 0) {
     int const me = locals_.front().pe;
     // Granularity: the largest any local device recommends, agreed across processes.
@@ -72,7 +75,8 @@ class symmetric_heap {
     allocator_ = offset_allocator(0, layout_.stride, gran);
 
     CUdeviceptr base = 0;
-    GPUCOMM_CU_CHECK(driver().cuMemAddressReserve(&base, layout_.stride * static_cast<std::size_t>(npes), gran, 0, 0), me);
+    GPUCOMM_CU_CHECK(driver().cuMemAddressReserve(&base, layout_.stride * static_cast<std::size_t>(npes), gran, 0, 0),
+                     me);
     layout_.base = reinterpret_cast<char*>(base);
     try {
       set_up(allow, host_of_pe);
@@ -153,7 +157,8 @@ class symmetric_heap {
     for (auto& a : allocations_) release(a);
     allocations_.clear();
     if (layout_.base) {
-      driver().cuMemAddressFree(reinterpret_cast<CUdeviceptr>(layout_.base), layout_.stride * static_cast<std::size_t>(npes_));
+      driver().cuMemAddressFree(reinterpret_cast<CUdeviceptr>(layout_.base),
+                                layout_.stride * static_cast<std::size_t>(npes_));
       layout_.base = nullptr;
     }
   }
@@ -163,15 +168,15 @@ class symmetric_heap {
   std::size_t allocate(std::size_t bytes, char const* call) {
     int const me = locals_.front().pe;
     if (multi_process_) {
-      agree(*boot_, bytes, call, "the requested size",
-            "every PE must allocate the same size, in the same order");
+      agree(*boot_, bytes, call, "the requested size", "every PE must allocate the same size, in the same order");
     }
     auto const offset = allocator_.allocate(bytes);
     if (!offset) {
-      throw error(call, me,
-                  "symmetric heap exhausted: asked for " + std::to_string(bytes) + " bytes, the largest free block is " +
-                      std::to_string(allocator_.largest_free()) + " of " + std::to_string(capacity()) + " bytes",
-                  "free symmetric memory first, or give world_options::heap_bytes (or GPUCOMM_HEAP_BYTES) a larger value");
+      throw error(
+          call, me,
+          "symmetric heap exhausted: asked for " + std::to_string(bytes) + " bytes, the largest free block is " +
+              std::to_string(allocator_.largest_free()) + " of " + std::to_string(capacity()) + " bytes",
+          "free symmetric memory first, or give world_options::heap_bytes (or GPUCOMM_HEAP_BYTES) a larger value");
     }
     allocation a{*offset, allocator_.size_of(*offset), {}};
     try {
@@ -193,7 +198,8 @@ class symmetric_heap {
       problem = "the pointer is gpucomm's own control block, not a user allocation";
     } else {
       switch (allocator_.size_of(offset) ? offset_allocator::free_result::ok : probe(offset)) {
-        case offset_allocator::free_result::ok: break;
+        case offset_allocator::free_result::ok:
+          break;
         case offset_allocator::free_result::double_free:
           problem = "double free: the block at heap offset " + std::to_string(offset) + " was already freed";
           break;
@@ -205,16 +211,19 @@ class symmetric_heap {
     }
     if (multi_process_) {
       all_ok_or_throw(*boot_, problem.empty(), problem, call);
-      agree(*boot_, offset, call, "the freed block's heap offset", "every PE must free the same blocks in the same order");
+      agree(*boot_, offset, call, "the freed block's heap offset",
+            "every PE must free the same blocks in the same order");
     } else if (!problem.empty()) {
-      throw error(call, locals_.front().pe, problem, "free each allocation exactly once, through the pointer allocate returned");
+      throw error(call, locals_.front().pe, problem,
+                  "free each allocation exactly once, through the pointer allocate returned");
     }
     for (auto const& l : locals_) {
       // Kernels still running may use the block: wait for them, as cudaFree does.
       GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
       GPUCOMM_CUDA_CHECK(cudaDeviceSynchronize(), l.pe);
     }
-    auto it = std::find_if(allocations_.begin(), allocations_.end(), [&](allocation const& a) { return a.offset == offset; });
+    auto it =
+        std::find_if(allocations_.begin(), allocations_.end(), [&](allocation const& a) { return a.offset == offset; });
     release(*it);
     allocations_.erase(it);
     allocator_.deallocate(offset);
@@ -264,7 +273,8 @@ class symmetric_heap {
     prop.location.id = device;
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     int rdma = 0;
-    if (driver().cuDeviceGetAttribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, device) == CUDA_SUCCESS &&
+    if (driver().cuDeviceGetAttribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, device) ==
+            CUDA_SUCCESS &&
         rdma) {
       prop.allocFlags.gpuDirectRDMACapable = 1;  // so a NIC can register the heap later
     }
@@ -333,8 +343,8 @@ class symmetric_heap {
       if (j == me || !wants(me, j)) continue;
       int const peer_fd = sockets_.receive(j, tag);
       CUmemGenericAllocationHandle h{};
-      CUresult rc = driver().cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<std::uintptr_t>(peer_fd)),
-                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      CUresult rc = driver().cuMemImportFromShareableHandle(
+          &h, reinterpret_cast<void*>(static_cast<std::uintptr_t>(peer_fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
       ::close(peer_fd);
       CUdeviceptr const va = reinterpret_cast<CUdeviceptr>(slot(j) + a.offset);
       if (rc == CUDA_SUCCESS) {
@@ -373,7 +383,7 @@ class symmetric_heap {
     a.mappings.clear();
   }
 
-  private:
+ private:
   any_bootstrap* boot_;
   std::vector<local_pe> locals_;
   int npes_;

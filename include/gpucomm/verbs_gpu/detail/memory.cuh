@@ -26,8 +26,7 @@ namespace gpucomm::verbs_gpu::detail {
 /// One 16-byte store of a WQE segment: st.v4.b32 on the device (DOCA and DeepEP do the same), a
 /// memcpy on the host. Weak (non-atomic): a later release fence publishes it.
 GPUCOMM_HD GPUCOMM_FORCEINLINE void store16(void* dst, seg16 const& v) noexcept {
-  NV_IF_ELSE_TARGET(NV_IS_DEVICE,
-                    (*static_cast<uint4*>(dst) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);),
+  NV_IF_ELSE_TARGET(NV_IS_DEVICE, (*static_cast<uint4*>(dst) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);),
                     (std::memcpy(dst, &v, sizeof(v));))
 }
 
@@ -70,7 +69,9 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE void store_doorbell(std::uint64_t* db, std::uint6
 /// Nanoseconds from a monotonic clock: %globaltimer on the device, steady_clock on the host.
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint64_t now_ns() noexcept {
   NV_IF_ELSE_TARGET(NV_IS_DEVICE,
-                    (std::uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t;),
+                    (std::uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;"
+                                                   : "=l"(t));
+                     return t;),
                     (return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                                            std::chrono::steady_clock::now().time_since_epoch())
                                                            .count());))

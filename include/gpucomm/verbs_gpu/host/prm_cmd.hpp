@@ -66,16 +66,16 @@ inline constexpr std::size_t out_bytes = 16;
 // ---- CREATE_CQ (mlx5_ifc_create_cq_in_bits, cqc at 0x80) ---------------------------------------
 inline constexpr std::uint32_t cqc = 0x80;
 inline constexpr field cqc_dbr_umem_valid{cqc + 0x06, 1};
-inline constexpr field cqc_cqe_sz{cqc + 0x08, 3};       ///< 0 = 64-byte CQEs
-inline constexpr field cqc_cc{cqc + 0x0b, 1};           ///< collapsed CQ
-inline constexpr field cqc_oi{cqc + 0x0f, 1};           ///< overrun ignore
+inline constexpr field cqc_cqe_sz{cqc + 0x08, 3};  ///< 0 = 64-byte CQEs
+inline constexpr field cqc_cc{cqc + 0x0b, 1};      ///< collapsed CQ
+inline constexpr field cqc_oi{cqc + 0x0f, 1};      ///< overrun ignore
 inline constexpr field cqc_dbr_umem_id{cqc + 0x20, 32};
 inline constexpr field cqc_page_offset{cqc + 0x54, 6};
 inline constexpr field cqc_log_cq_size{cqc + 0x63, 5};
 inline constexpr field cqc_uar_page{cqc + 0x68, 24};
 inline constexpr field cqc_c_eqn{cqc + 0xb8, 8};
 inline constexpr field cqc_log_page_size{cqc + 0xc3, 5};
-inline constexpr field cqc_dbr_addr{cqc + 0x1c0, 64};   ///< offset in the DBR UMEM
+inline constexpr field cqc_dbr_addr{cqc + 0x1c0, 64};  ///< offset in the DBR UMEM
 inline constexpr field cq_umem_offset{0x280, 64};
 inline constexpr field cq_umem_id{0x2c0, 32};
 inline constexpr field cq_umem_valid{0x2e0, 1};
@@ -83,10 +83,10 @@ inline constexpr std::size_t create_cq_in_bytes = 0x880 / 8;
 static_assert(cqc + 0x200 == 0x280, "cqc is 0x200 bits");
 
 // ---- QP context (mlx5_ifc_qpc_bits) and address path (mlx5_ifc_ads_bits) -------------------------
-inline constexpr std::uint32_t qpc = 0xc0;  ///< qpc offset in CREATE_QP and in every *2*_QP command
-inline constexpr std::uint32_t ads = qpc + 0xc0;  ///< primary address path
-inline constexpr field qpc_st{qpc + 0x08, 8};             ///< 0 = RC
-inline constexpr field qpc_pm_state{qpc + 0x13, 2};       ///< 3 = migrated
+inline constexpr std::uint32_t qpc = 0xc0;           ///< qpc offset in CREATE_QP and in every *2*_QP command
+inline constexpr std::uint32_t ads = qpc + 0xc0;     ///< primary address path
+inline constexpr field qpc_st{qpc + 0x08, 8};        ///< 0 = RC
+inline constexpr field qpc_pm_state{qpc + 0x13, 2};  ///< 3 = migrated
 inline constexpr field qpc_pd{qpc + 0x28, 24};
 inline constexpr field qpc_mtu{qpc + 0x40, 3};
 inline constexpr field qpc_log_msg_max{qpc + 0x43, 5};
@@ -94,7 +94,7 @@ inline constexpr field qpc_log_rq_size{qpc + 0x49, 4};
 inline constexpr field qpc_log_rq_stride{qpc + 0x4d, 3};
 inline constexpr field qpc_no_sq{qpc + 0x50, 1};
 inline constexpr field qpc_log_sq_size{qpc + 0x51, 4};
-inline constexpr field qpc_ts_format{qpc + 0x58, 2};      ///< 1 = default
+inline constexpr field qpc_ts_format{qpc + 0x58, 2};  ///< 1 = default
 inline constexpr field qpc_counter_set_id{qpc + 0x60, 8};
 inline constexpr field qpc_uar_page{qpc + 0x68, 24};
 inline constexpr field qpc_user_index{qpc + 0x88, 24};
@@ -111,7 +111,7 @@ inline constexpr std::uint32_t ads_rgid_rip_bit = ads + 0x80;  ///< 16 bytes
 inline constexpr field ads_udp_sport{ads + 0x110, 16};
 inline constexpr field ads_sl{ads + 0x124, 4};
 inline constexpr field ads_vhca_port_num{ads + 0x128, 8};
-inline constexpr std::uint32_t ads_rmac_bit = ads + 0x130;      ///< 6 bytes (rmac_47_32, rmac_31_0)
+inline constexpr std::uint32_t ads_rmac_bit = ads + 0x130;  ///< 6 bytes (rmac_47_32, rmac_31_0)
 inline constexpr field qpc_log_ack_req_freq{qpc + 0x380, 4};
 inline constexpr field qpc_log_sra_max{qpc + 0x388, 3};
 inline constexpr field qpc_retry_count{qpc + 0x38d, 3};
@@ -128,7 +128,7 @@ inline constexpr field qpc_min_rnr_nak{qpc + 0x4a3, 5};
 inline constexpr field qpc_next_rcv_psn{qpc + 0x4a8, 24};
 inline constexpr field qpc_cqn_rcv{qpc + 0x4e8, 24};
 inline constexpr field qpc_dbr_addr{qpc + 0x500, 64};
-inline constexpr field qpc_rq_type{qpc + 0x565, 3};        ///< 3 = zero-length RQ
+inline constexpr field qpc_rq_type{qpc + 0x565, 3};  ///< 3 = zero-length RQ
 inline constexpr field qpc_dbr_umem_valid{qpc + 0x683, 1};
 inline constexpr field qpc_dbr_umem_id{qpc + 0x720, 32};
 static_assert(qpc + 0x740 == 0x800, "qpc is 0x740 bits and ends at 0x800 in the QP commands");

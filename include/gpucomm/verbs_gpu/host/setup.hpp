@@ -77,22 +77,24 @@ inline unsigned log2_exact(std::uint64_t v) {
 /// Runs a DEVX command and checks the firmware status in its output.
 inline void check_cmd(int rc, void const* out, char const* what) {
   if (rc != 0) {
-    fail(std::string(what) + " failed: " + errno_text(rc < 0 ? -rc : (errno ? errno : rc)) + ", firmware status " +
-             std::to_string(prm::get(out, prm::out_status)) + " syndrome 0x" + [&] {
-               char b[16];
-               std::snprintf(b, sizeof b, "%x", prm::get(out, prm::out_syndrome));
-               return std::string(b);
-             }(),
-         "check dmesg for the mlx5 command error; DEVX needs CAP_NET_RAW or a recent kernel with DEVX user contexts");
+    fail(
+        std::string(what) + " failed: " + errno_text(rc < 0 ? -rc : (errno ? errno : rc)) + ", firmware status " +
+            std::to_string(prm::get(out, prm::out_status)) + " syndrome 0x" +
+            [&] {
+              char b[16];
+              std::snprintf(b, sizeof b, "%x", prm::get(out, prm::out_syndrome));
+              return std::string(b);
+            }(),
+        "check dmesg for the mlx5 command error; DEVX needs CAP_NET_RAW or a recent kernel with DEVX user contexts");
   }
 }
 }  // namespace detail
 
 /// How to open the NIC.
 struct device_options {
-  std::string name;     ///< ibv device name ("mlx5_0"); empty: the first mlx5 device
+  std::string name;  ///< ibv device name ("mlx5_0"); empty: the first mlx5 device
   std::uint8_t port = 1;
-  int gid_index = -1;   ///< RoCE GID index; -1: 3 if it exists (RoCE v2 IPv4 on most setups), else 0
+  int gid_index = -1;  ///< RoCE GID index; -1: 3 if it exists (RoCE v2 IPv4 on most setups), else 0
 };
 
 /// What a peer needs to connect to one of our QPs (exchanged through the bootstrap).
@@ -102,7 +104,7 @@ struct connection_info {
   std::uint8_t port = 1;
   std::uint8_t link_layer = 0;  ///< IBV_LINK_LAYER_*
   std::uint8_t gid[16] = {};
-  std::uint32_t mtu = 0;        ///< ibv_mtu enum value
+  std::uint32_t mtu = 0;  ///< ibv_mtu enum value
 };
 static_assert(std::is_trivially_copyable_v<connection_info>);
 
@@ -150,8 +152,8 @@ class device {
                    "device (/dev/infiniband/uverbs*)");
     }
     if (ibv_query_port(ctx_, opt_.port, &port_attr_) != 0) {
-      detail::fail("ibv_query_port(" + nm + ", port " + std::to_string(opt_.port) + ") failed: " +
-                   detail::errno_text(errno));
+      detail::fail("ibv_query_port(" + nm + ", port " + std::to_string(opt_.port) +
+                   ") failed: " + detail::errno_text(errno));
     }
     if (port_attr_.state != IBV_PORT_ACTIVE) {
       detail::fail("port " + std::to_string(opt_.port) + " of " + nm + " is not active",
@@ -175,17 +177,19 @@ class device {
     detail::cuda_ok(cudaGetDevice(&dev), "cudaGetDevice");
     int dmabuf = 0;
     auto const get_attr = detail::driver_fn<detail::cu_device_get_attribute_fn>("cuDeviceGetAttribute");
-    if (get_attr != nullptr && get_attr(&dmabuf, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, static_cast<CUdevice>(dev)) ==
-                                   CUDA_SUCCESS) {
-      dmabuf_ = dmabuf != 0 && detail::driver_fn<detail::cu_mem_get_handle_fn>("cuMemGetHandleForAddressRange") != nullptr;
+    if (get_attr != nullptr &&
+        get_attr(&dmabuf, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, static_cast<CUdevice>(dev)) == CUDA_SUCCESS) {
+      dmabuf_ =
+          dmabuf != 0 && detail::driver_fn<detail::cu_mem_get_handle_fn>("cuMemGetHandleForAddressRange") != nullptr;
     }
     peermem_ = access("/sys/kernel/mm/memory_peers/nv_mem/version", F_OK) == 0 ||
                access("/sys/kernel/mm/memory_peers/nvidia-peermem/version", F_OK) == 0 ||
                access("/sys/module/nvidia_peermem/version", F_OK) == 0;
     if (!dmabuf_ && !peermem_) {
-      detail::fail("GPU memory cannot be registered with the NIC: the CUDA driver reports no dma-buf support and "
-                   "nvidia-peermem is not loaded",
-                   "use a driver with dma-buf support (open kernel modules, CUDA >= 11.7) or `modprobe nvidia-peermem`");
+      detail::fail(
+          "GPU memory cannot be registered with the NIC: the CUDA driver reports no dma-buf support and "
+          "nvidia-peermem is not loaded",
+          "use a driver with dma-buf support (open kernel modules, CUDA >= 11.7) or `modprobe nvidia-peermem`");
     }
     // ---- Step 4: protection domain and its number ------------------------------------------------
     pd_ = ibv_alloc_pd(ctx_);
@@ -194,7 +198,8 @@ class device {
     mlx5dv_pd dv_pd{};
     obj.pd.in = pd_;
     obj.pd.out = &dv_pd;
-    if (mlx5dv_init_obj(&obj, MLX5DV_OBJ_PD) != 0) detail::fail("mlx5dv_init_obj(PD) failed: " + detail::errno_text(errno));
+    if (mlx5dv_init_obj(&obj, MLX5DV_OBJ_PD) != 0)
+      detail::fail("mlx5dv_init_obj(PD) failed: " + detail::errno_text(errno));
     pdn_ = dv_pd.pdn;
   }
   device(device const&) = delete;
@@ -285,9 +290,9 @@ class memory_region {
 struct qp_options {
   std::uint32_t log_sq_depth = 10;  ///< WQEBBs, at most log2(max_sq_depth)
   cq_mode mode = cq_mode::collapsed;
-  std::uint32_t log_ncqe = 0;       ///< owner-bit CQs: log2 of the entries
+  std::uint32_t log_ncqe = 0;  ///< owner-bit CQs: log2 of the entries
   std::uint32_t ring_step = 32;
-  ibv_mtu mtu = IBV_MTU_4096;       ///< capped at the port's active MTU
+  ibv_mtu mtu = IBV_MTU_4096;  ///< capped at the port's active MTU
 };
 
 /// One GPU-posted RC QP with its CQ (steps 5-12, 14). Construct, exchange local_info() with the
@@ -304,7 +309,8 @@ class qp {
     dbr_off_ = (cq_off_ + cq_bytes + 63) & ~std::size_t{63};
     block_bytes_ = ((dbr_off_ + 128 + 65535) & ~std::size_t{65535});
     detail::cuda_ok(cudaMalloc(&raw_, block_bytes_ + 65536), "cudaMalloc(QP control memory)");
-    block_ = reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(raw_) + 65535) & ~std::uintptr_t{65535});
+    block_ =
+        reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(raw_) + 65535) & ~std::uintptr_t{65535});
     {
       // SYNC_MEMOPS: the NIC's and the GPU's accesses to this block are not reordered by copies.
       unsigned one = 1;
@@ -339,7 +345,8 @@ class qp {
     }
     // ---- Step 7: the CQ -------------------------------------------------------------------------
     std::uint32_t eqn = 0;
-    if (mlx5dv_devx_query_eqn(dev_.context(), 0, &eqn) != 0) detail::fail("mlx5dv_devx_query_eqn failed: " + detail::errno_text(errno));
+    if (mlx5dv_devx_query_eqn(dev_.context(), 0, &eqn) != 0)
+      detail::fail("mlx5dv_devx_query_eqn failed: " + detail::errno_text(errno));
     cq_uar_ = mlx5dv_devx_alloc_uar(dev_.context(), MLX5DV_UAR_ALLOC_TYPE_NC);
     if (cq_uar_ == nullptr) detail::fail("mlx5dv_devx_alloc_uar(NC) for the CQ failed: " + detail::errno_text(errno));
     {
@@ -370,10 +377,11 @@ class qp {
 #endif
     if (qp_uar_ == nullptr) qp_uar_ = mlx5dv_devx_alloc_uar(dev_.context(), MLX5DV_UAR_ALLOC_TYPE_BF);
     if (qp_uar_ == nullptr) qp_uar_ = mlx5dv_devx_alloc_uar(dev_.context(), MLX5DV_UAR_ALLOC_TYPE_NC);
-    if (qp_uar_ == nullptr) detail::fail("mlx5dv_devx_alloc_uar for the SQ doorbell failed: " + detail::errno_text(errno));
+    if (qp_uar_ == nullptr)
+      detail::fail("mlx5dv_devx_alloc_uar for the SQ doorbell failed: " + detail::errno_text(errno));
     {
-      cudaError_t const e = cudaHostRegister(qp_uar_->reg_addr, 8,
-                                             cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory);
+      cudaError_t const e = cudaHostRegister(
+          qp_uar_->reg_addr, 8, cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory);
       if (e != cudaSuccess) {
         cudaGetLastError();
         detail::fail(std::string("the GPU refused to map the NIC's doorbell page: cudaHostRegister(UAR, "
@@ -458,8 +466,8 @@ class qp {
   /// Step 12b/c: INIT -> RTR -> RTS against the peer's connection_info (IB or RoCE).
   void connect(connection_info const& peer) {
     unsigned const rd_atom = dev_.device_attr().max_qp_rd_atom > 0 ? dev_.device_attr().max_qp_rd_atom : 1;
-    std::uint32_t const mtu = std::min<std::uint32_t>({static_cast<std::uint32_t>(opt_.mtu), peer.mtu,
-                                                       static_cast<std::uint32_t>(dev_.port_attr().active_mtu)});
+    std::uint32_t const mtu = std::min<std::uint32_t>(
+        {static_cast<std::uint32_t>(opt_.mtu), peer.mtu, static_cast<std::uint32_t>(dev_.port_attr().active_mtu)});
     {  // INIT -> RTR
       std::uint32_t in[prm::modify_qp_in_bytes / 4] = {};
       std::uint32_t out[prm::out_bytes / 4] = {};

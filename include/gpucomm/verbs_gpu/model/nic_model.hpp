@@ -90,20 +90,20 @@ struct cq_config {
 /// A QP for the model: host-accessible pointers to what the producer writes.
 struct qp_config {
   std::uint32_t pd = 0;
-  std::byte* ring = nullptr;          ///< SQ buffer, (1 << log_depth) WQEBBs
+  std::byte* ring = nullptr;  ///< SQ buffer, (1 << log_depth) WQEBBs
   std::uint32_t log_depth = 0;
-  std::uint32_t* dbrec_snd = nullptr; ///< the doorbell record's SND slot
-  std::uint64_t* doorbell = nullptr;  ///< the 8-byte doorbell register (host memory here)
+  std::uint32_t* dbrec_snd = nullptr;  ///< the doorbell record's SND slot
+  std::uint64_t* doorbell = nullptr;   ///< the 8-byte doorbell register (host memory here)
   std::uint32_t send_cqn = 0;
-  std::uint32_t recv_cqn = 0;         ///< 0: none (RDMA WRITE with immediate to it fails)
+  std::uint32_t recv_cqn = 0;  ///< 0: none (RDMA WRITE with immediate to it fails)
 };
 
 /// Fault injection.
 struct faults {
   std::chrono::microseconds doorbell_delay{0};    ///< before a doorbell is handled
   std::chrono::microseconds completion_delay{0};  ///< before each CQE is written
-  double drop_doorbell = 0.0;       ///< probability that a doorbell is ignored
-  double duplicate_doorbell = 0.0;  ///< probability that a doorbell is handled twice
+  double drop_doorbell = 0.0;                     ///< probability that a doorbell is ignored
+  double duplicate_doorbell = 0.0;                ///< probability that a doorbell is handled twice
   std::uint64_t seed = 1;
 };
 
@@ -205,7 +205,8 @@ class nic {
     qp_state_rec q;
     q.cfg = c;
     q.qpn = 0x1000 + static_cast<std::uint32_t>(qps_.size()) * 7 + 3;
-    q.last_db = cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*c.doorbell).load(cuda::memory_order_acquire);
+    q.last_db =
+        cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*c.doorbell).load(cuda::memory_order_acquire);
     qps_.push_back(q);
     return q.qpn;
   }
@@ -486,7 +487,8 @@ class nic {
           }
           payload.assign(stream.begin() + 4, stream.begin() + 4 + len);
         } else {
-          if (std::uint8_t const e = local_sges(q, index, 2, ds, false, sges); e != ok) return fail(static_cast<cqe_syndrome>(e));
+          if (std::uint8_t const e = local_sges(q, index, 2, ds, false, sges); e != ok)
+            return fail(static_cast<cqe_syndrome>(e));
           for (auto const& g : sges) {
             std::size_t const at = payload.size();
             payload.resize(at + g.len);
@@ -499,7 +501,8 @@ class nic {
         std::uint64_t const raddr = from_be64(ra.raddr);
         region const* r = find_region(peer->cfg.pd, from_be32(ra.rkey), true);
         // A zero-length write checks no rkey (as in the IB spec); any other needs REMOTE_WRITE.
-        if (!payload.empty() && (r == nullptr || !in_bounds(*r, raddr, payload.size()) || !(r->access & remote_write))) {
+        if (!payload.empty() &&
+            (r == nullptr || !in_bounds(*r, raddr, payload.size()) || !(r->access & remote_write))) {
           return fail(cqe_syndrome::remote_access_err);
         }
         if (!payload.empty()) write_mem(*r, raddr, payload.data(), payload.size());
@@ -514,7 +517,8 @@ class nic {
       case opcode::rdma_read: {
         if (ds < 3) return fail(cqe_syndrome::local_qp_op_err);
         auto const ra = seg_as<raddr_seg>(q, index, 1);
-        if (std::uint8_t const e = local_sges(q, index, 2, ds, true, sges); e != ok) return fail(static_cast<cqe_syndrome>(e));
+        if (std::uint8_t const e = local_sges(q, index, 2, ds, true, sges); e != ok)
+          return fail(static_cast<cqe_syndrome>(e));
         std::uint64_t total = 0;
         for (auto const& g : sges) total += g.len;
         if (peer == nullptr) return fail(cqe_syndrome::local_qp_op_err);
@@ -537,7 +541,8 @@ class nic {
       case opcode::send:
       case opcode::send_imm: {
         if (ds < 2) return fail(cqe_syndrome::local_qp_op_err);
-        if (std::uint8_t const e = local_sges(q, index, 1, ds, false, sges); e != ok) return fail(static_cast<cqe_syndrome>(e));
+        if (std::uint8_t const e = local_sges(q, index, 1, ds, false, sges); e != ok)
+          return fail(static_cast<cqe_syndrome>(e));
         if (peer == nullptr) return fail(cqe_syndrome::local_qp_op_err);
         return fail(cqe_syndrome::rnr_retry_exc_err);  // no receive queues in the model
       }
@@ -545,9 +550,10 @@ class nic {
       case opcode::atomic_fa:
       case opcode::atomic_masked_cs:
       case opcode::atomic_masked_fa: {
-        bool const masked = static_cast<opcode>(op) == opcode::atomic_masked_cs ||
-                            static_cast<opcode>(op) == opcode::atomic_masked_fa;
-        bool const cs = static_cast<opcode>(op) == opcode::atomic_cs || static_cast<opcode>(op) == opcode::atomic_masked_cs;
+        bool const masked =
+            static_cast<opcode>(op) == opcode::atomic_masked_cs || static_cast<opcode>(op) == opcode::atomic_masked_fa;
+        bool const cs =
+            static_cast<opcode>(op) == opcode::atomic_cs || static_cast<opcode>(op) == opcode::atomic_masked_cs;
         std::uint32_t size = 8;
         std::uint32_t want_ds = ds_atomic;
         if (masked) {
@@ -694,7 +700,8 @@ class nic {
       qp_state_rec* peer = find_qp(q.peer);
       cq_state* rcq = (peer != nullptr && peer->cfg.recv_cqn != 0) ? &cq_at(peer->cfg.recv_cqn) : nullptr;
       // Room for every CQE this WQE may produce, before executing it.
-      if (!cq_has_room(scq) || (rcq != nullptr && static_cast<opcode>(op) == opcode::rdma_write_imm && !cq_has_room(*rcq))) {
+      if (!cq_has_room(scq) ||
+          (rcq != nullptr && static_cast<opcode>(op) == opcode::rdma_write_imm && !cq_has_room(*rcq))) {
         break;
       }
       if (q.state == qp_state::error) {
@@ -715,7 +722,8 @@ class nic {
           if (o.resp_imm && rcq != nullptr) {
             write_cqe(*rcq, cqe_opcode::resp_wr_imm, 0, op, peer->qpn, o.byte_count, o.imm, 0);
           }
-          if (signaled) write_cqe(scq, cqe_opcode::req, static_cast<std::uint16_t>(index), op, q.qpn, o.byte_count, 0, 0);
+          if (signaled)
+            write_cqe(scq, cqe_opcode::req, static_cast<std::uint16_t>(index), op, q.qpn, o.byte_count, 0, 0);
         }
       }
       ++stats_.wqes;
@@ -755,8 +763,8 @@ class host_queue_pair {
     misc_ = alloc(256 + sizeof(qp_counters));
     std::memset(misc_.get(), 0, 256 + sizeof(qp_counters));
     auto* misc = reinterpret_cast<unsigned char*>(misc_.get());
-    auto* qp_dbrec = reinterpret_cast<std::uint32_t*>(misc);        // [rcv, snd]
-    auto* cq_dbrec = reinterpret_cast<std::uint32_t*>(misc + 64);   // [set_ci, arm]
+    auto* qp_dbrec = reinterpret_cast<std::uint32_t*>(misc);       // [rcv, snd]
+    auto* cq_dbrec = reinterpret_cast<std::uint32_t*>(misc + 64);  // [set_ci, arm]
     auto* db = reinterpret_cast<std::uint64_t*>(misc + 128);
     auto* counters = reinterpret_cast<qp_counters*>(misc + 256);
 
@@ -801,7 +809,8 @@ class host_recv_cq {
     mem_.reset(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096 + 4096));
     if (!mem_) throw std::bad_alloc();
     std::memset(mem_.get(), 0xff, bytes);
-    auto* dbrec = reinterpret_cast<std::uint32_t*>(static_cast<unsigned char*>(mem_.get()) + (bytes + 4095) / 4096 * 4096);
+    auto* dbrec =
+        reinterpret_cast<std::uint32_t*>(static_cast<unsigned char*>(mem_.get()) + (bytes + 4095) / 4096 * 4096);
     dbrec[0] = dbrec[1] = 0;
     cq_ = completion_queue{static_cast<cqe64*>(mem_.get()), dbrec, log_ncqe, cq_mode::owner_bit, 0};
     cq_.cqn = n.create_cq(cq_config{cq_mode::owner_bit, cq_.cqes, log_ncqe, dbrec});
