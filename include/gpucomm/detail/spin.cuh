@@ -3,6 +3,8 @@
 // after GPUCOMM_SPIN_TIMEOUT_NS of global time, print what was awaited and where, and trap, so a
 // lost signal ends the kernel with an error the host sees instead of hanging the GPU.
 
+#include <cuda/ptx>
+
 #include <cstdint>
 #include <cstdio>
 
@@ -18,10 +20,8 @@ namespace gpucomm::detail {
 
 /// The GPU's global nanosecond timer.
 __device__ GPUCOMM_FORCEINLINE std::uint64_t global_time_ns() {
-  std::uint64_t t;
-  // %globaltimer: nanoseconds, the same clock on every SM; volatile so each read is a fresh one.
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
+  // %globaltimer: nanoseconds, the same clock on every SM.
+  return cuda::ptx::get_sreg_globaltimer();
 }
 
 /// Spin until `done()` returns true. `what` names the wait in the debug report.

@@ -29,6 +29,7 @@
 // Atomicity domain: NVLink/GPU atomics. They do not mix with NIC atomics on the same word.
 
 #include <cuda/atomic>
+#include <cuda/ptx>
 
 #include <cstddef>
 #include <cstdint>
@@ -179,7 +180,7 @@ struct NVLinkStore {
     // second sync holds the other threads' later stores back until the fence has completed.
     // One fence per group instead of one per thread: fences are what small operations wait on.
     group_sync(g);
-    if (is_leader(g)) cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_system);
+    if (is_leader(g)) cuda::ptx::fence(cuda::ptx::sem_acq_rel, cuda::ptx::scope_sys);
     group_sync(g);
   }
 
@@ -200,7 +201,7 @@ struct NVLinkStore {
       // Fence then relaxed stores, in one thread: a release pattern at system scope. Everything
       // the group wrote before the barrier (ordered before the fence by the sync above) reaches
       // each PE before the epoch does. One fence, however many PEs.
-      cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_system);
+      cuda::ptx::fence(cuda::ptx::sem_acq_rel, cuda::ptx::scope_sys);
       for (int pe = 0; pe < c.npes(); ++pe) {
         cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(
             *remote(c, sym_ptr<std::uint64_t>(s.barrier_flags + c.my_pe()), pe))
