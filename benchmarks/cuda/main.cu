@@ -30,15 +30,6 @@ bench::row base(char const* case_name, char const* transport) {
   return r;
 }
 
-bench::row finish(bench::row r, bench::measured const& m) {
-  r.value = m.value.median;
-  r.min = m.value.min;
-  r.max = m.value.max;
-  r.iterations = m.iters;
-  r.repetitions = m.reps;
-  return r;
-}
-
 void require_two_gpus_with_peer_access() {
   int count = 0;
   BENCH_CUDA(cudaGetDeviceCount(&count));

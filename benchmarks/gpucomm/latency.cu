@@ -112,15 +112,6 @@ struct pe0_runner {
   }
 };
 
-bench::row finish(bench::row r, bench::measured const& m) {
-  r.value = m.value.median;
-  r.min = m.value.min;
-  r.max = m.value.max;
-  r.iterations = m.iters;
-  r.repetitions = m.reps;
-  return r;
-}
-
 auto const latency_value = [](std::vector<double> const& ms, int iters) { return bench::us_per_iter(ms[0], iters); };
 
 }  // namespace

@@ -67,15 +67,6 @@ __global__ void __launch_bounds__(allreduce_threads, 1)
   }
 }
 
-bench::row finish(bench::row r, bench::measured const& m) {
-  r.value = m.value.median;
-  r.min = m.value.min;
-  r.max = m.value.max;
-  r.iterations = m.iters;
-  r.repetitions = m.reps;
-  return r;
-}
-
 /// Launch on every PE, PE 0 last and timed (the others are already waiting for it).
 template <class Launch>
 std::vector<double> launch_all_time_pe0(gpucomm::world& w, bench::event_timer& timer, Launch&& launch) {

@@ -346,6 +346,16 @@ struct measured {
   int reps = 0;
 };
 
+/// `r` with the measured point filled in: the median as its value, min, max and the counts.
+inline row finish(row r, measured const& m) {
+  r.value = m.value.median;
+  r.min = m.value.min;
+  r.max = m.value.max;
+  r.iterations = m.iters;
+  r.repetitions = m.reps;
+  return r;
+}
+
 /// Time one point. `run(iters)` performs one timed launch of `iters` iterations and returns the
 /// milliseconds each timed PE measured (one entry per timed stream of this process); `value(ms,
 /// iters)` turns those into the reported number (e.g. GB/s, summed over PEs; or us per iteration).

@@ -37,15 +37,6 @@ bench::row base(char const* case_name, int npes = 2) {
   return r;
 }
 
-bench::row finish(bench::row r, bench::measured const& m) {
-  r.value = m.value.median;
-  r.min = m.value.min;
-  r.max = m.value.max;
-  r.iterations = m.iters;
-  r.repetitions = m.reps;
-  return r;
-}
-
 /// Symmetric memory, freed collectively.
 template <class T>
 struct sym {
