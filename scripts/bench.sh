@@ -76,7 +76,7 @@ if [ $skip_build = 0 ]; then
     grep 'gpucomm benchmarks:' "$work/configure.log"
     # Each target on its own, so one that does not build leaves the others. Peer targets exist only
     # when the peer was found (the configure lines above say which).
-    for t in bench_gpucomm bench_cuda bench_nvshmem bench_nccl bench_verbs_posting; do
+    for t in bench_gpucomm bench_cuda bench_nvshmem bench_nccl bench_verbs_posting bench_ibgda_model; do
       if cmake --build "$build" --target "$t" -j "$(nproc)" >>"$work/build.log" 2>&1; then
         echo "built $t"
       else
@@ -159,6 +159,27 @@ run_verbs() {
 }
 if [ "$gpus" -ge 1 ] && have verbs_gpu/bench_verbs_posting; then
   run_verbs "$([ $quick = 1 ] && echo 45 || echo 60)"
+fi
+
+# IBGDAPost through the software NIC model (GPUs 0 and 1): device-side cost per operation, and
+# round trips through the model. Model figures; it writes the harness's rows itself.
+if [ "$gpus" -ge 1 ] && have ibgda/bench_ibgda_model; then
+  left=$(remaining)
+  if [ "$left" -lt 15 ]; then
+    record ibgda_model gpucomm 2 -1 0 "not run: time budget spent"
+  else
+    limit=60; [ "$limit" -gt "$left" ] && limit=$left
+    echo "== gpucomm ibgda_model (GPUs 0 and 1, software NIC model, limit ${limit}s)"
+    t0=$(date +%s)
+    rm -f "$work/ibgda.jsonl"
+    timeout -k 5 "$limit" "$build/benchmarks/ibgda/bench_ibgda_model" "$work/ibgda.jsonl" >>"$log" 2>&1
+    rc=$?
+    note=ok; [ $rc = 124 ] || [ $rc = 137 ] && note="timed out after ${limit}s"
+    [ $rc != 0 ] && [ "$note" = ok ] && note="exit status $rc"
+    echo "   rc=$rc $(( $(date +%s) - t0 ))s $note"
+    record ibgda_model gpucomm 2 "$rc" "$(( $(date +%s) - t0 ))" "$note"
+    [ $rc = 0 ] && [ -f "$work/ibgda.jsonl" ] && cat "$work/ibgda.jsonl" >>"$rows"
+  fi
 fi
 
 if [ "$gpus" -lt 2 ]; then

@@ -53,7 +53,8 @@ run() {
   local name=$1; shift
   local log="$logs/$name.log"
   local start=$SECONDS
-  "$@" > "$log" 2>&1
+  # A step that hangs is killed (GPUCOMM_STEP_TIMEOUT seconds, default 900) and counts as failed.
+  timeout -k 10 "${GPUCOMM_STEP_TIMEOUT:-900}" "$@" > "$log" 2>&1
   local rc=$?
   local tail_line
   tail_line=$(grep -E "All tests passed|test cases:|assertions:|tests passed|OK$|WRONG|ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -n 2 | tr '\n' ' ')
@@ -64,6 +65,9 @@ run() {
 
 build=build-gpu
 tests_bin=$build/tests/gpucomm_gpu_tests
+# The op suite per transport: NVLinkStore (with the world and verbs_gpu tests), IBGDAPost through
+# the NIC model, route<NVLinkStore, IBGDAPost> with a forced split.
+suites="gpucomm_gpu_tests gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route"
 if has_step build; then
   prefix=()
   [ -d .deps/catch2/usr ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr")
@@ -71,12 +75,12 @@ if has_step build; then
   command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
   run configure cmake -S . -B $build "${gen[@]}" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" \
       -DCMAKE_CUDA_COMPILER="$(gpucomm_find_nvcc)"
-  run build cmake --build $build -j "$(nproc)" --target gpucomm_gpu_tests ring_shift cub_allreduce thrust_local
+  run build cmake --build $build -j "$(nproc)" --target $suites ring_shift cub_allreduce thrust_local routed_ring
 fi
 
 if has_step demo; then
   run demo bash scripts/demo.sh
-  for ex in cub_allreduce thrust_local; do run "example-$ex" $build/examples/$ex; done
+  for ex in cub_allreduce thrust_local routed_ring; do run "example-$ex" $build/examples/$ex; done
 fi
 
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x NVSHMEM_DISABLE_NVLS
@@ -85,10 +89,14 @@ if has_step tests; then
   for n in $counts; do
     export CUDA_VISIBLE_DEVICES
     CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1)))
-    run "tests-one-process-${n}gpu" $tests_bin --order decl
-    if [ "$n" -ge 2 ]; then
-      run "tests-mpi-${n}gpu" "${mpi[@]}" -np "$n" $tests_bin --order decl "~[verbs]"
-    fi
+    for suite in $suites; do
+      bin=$build/tests/$suite
+      name=${suite#gpucomm_gpu_}
+      run "${name}-one-process-${n}gpu" $bin --order decl
+      if [ "$n" -ge 2 ]; then
+        run "${name}-mpi-${n}gpu" "${mpi[@]}" -np "$n" $bin --order decl "~[verbs]"
+      fi
+    done
     unset CUDA_VISIBLE_DEVICES
   done
 fi
@@ -98,6 +106,10 @@ if has_step sanitize; then
   [ "$ngpu" -lt 2 ] && export CUDA_VISIBLE_DEVICES=0
   for tool in memcheck racecheck synccheck; do
     run "sanitize-$tool" compute-sanitizer --tool $tool --error-exitcode 1 $tests_bin "[sanitize],[verbs]"
+    for suite in gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route; do
+      run "sanitize-$tool-${suite#gpucomm_gpu_tests_}" compute-sanitizer --tool $tool --error-exitcode 1 \
+          $build/tests/$suite "[sanitize],[ibgda],[route]"
+    done
   done
   unset CUDA_VISIBLE_DEVICES
 fi

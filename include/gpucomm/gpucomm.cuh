@@ -1,5 +1,5 @@
 #pragma once
-// Umbrella header: everything a CUDA translation unit needs for comm<NVLinkStore>.
+// Umbrella header: the core, and every transport (NVLinkStore, IBGDAPost, route<...>).
 
 #include "comm.cuh"
 #include "config.hpp"
@@ -9,5 +9,7 @@
 #include "host/world.hpp"
 #include "ops.hpp"
 #include "sym_ptr.hpp"
+#include "transport/ibgda_post.cuh"
 #include "transport/nvlink_store.cuh"
+#include "transport/route.cuh"
 #include "transport/transport.hpp"

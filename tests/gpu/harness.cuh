@@ -19,6 +19,37 @@ namespace gpucomm::test {
 
 inline bool under_mpi() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 
+// The transport the op suite (tests/gpu/ops) runs on, chosen per test binary by
+// GPUCOMM_TEST_TRANSPORT: 1 NVLinkStore (gpucomm_gpu_tests), 2 IBGDAPost through the NIC model
+// (gpucomm_gpu_tests_ibgda), 3 route<NVLinkStore, IBGDAPost> with a forced split: PEs in different
+// halves of the world are not allowed load/store, so they go through the NIC model
+// (gpucomm_gpu_tests_route).
+#ifndef GPUCOMM_TEST_TRANSPORT
+#define GPUCOMM_TEST_TRANSPORT 1
+#endif
+#if GPUCOMM_TEST_TRANSPORT == 1
+using transport_under_test = gpucomm::NVLinkStore;
+#elif GPUCOMM_TEST_TRANSPORT == 2
+using transport_under_test = gpucomm::IBGDAPost;
+#elif GPUCOMM_TEST_TRANSPORT == 3
+using transport_under_test = gpucomm::route<gpucomm::NVLinkStore, gpucomm::IBGDAPost>;
+#else
+#error "GPUCOMM_TEST_TRANSPORT must be 1, 2 or 3"
+#endif
+/// Whether every peer is reached by load/store (remote() works for all of them).
+#define GPUCOMM_TEST_DIRECT (GPUCOMM_TEST_TRANSPORT == 1)
+/// Whether the transport has float and double atomic add.
+#define GPUCOMM_TEST_FLOAT_ADD (GPUCOMM_TEST_TRANSPORT == 1)
+/// Operations through the NIC model cost tens of microseconds each (the model is a host thread
+/// moving bytes with cudaMemcpy): loop-heavy tests divide their round counts by this.
+inline constexpr int model_slowdown = GPUCOMM_TEST_TRANSPORT == 1 ? 1 : 10;
+
+/// The forced split of the route tests: whether PE i may use load/store on PE j.
+inline bool same_half(int npes, int i, int j) {
+  int const half = (npes + 1) / 2;
+  return i / half == j / half;
+}
+
 inline std::unique_ptr<gpucomm::world>& world_slot() {
   static std::unique_ptr<gpucomm::world> w;
   return w;
@@ -28,12 +59,25 @@ inline std::unique_ptr<gpucomm::world>& world_slot() {
 inline gpucomm::world_options test_world_options() {
   gpucomm::world_options o;
   o.heap_bytes = std::size_t{1} << 30;
+#if GPUCOMM_TEST_TRANSPORT != 1
+  o.nic = gpucomm::nic_choice::model;
+#endif
   return o;
 }
 
 /// Build a world in this process's mode: under MPI one PE per rank on GPU local_rank, otherwise
 /// one PE per visible GPU.
 inline std::unique_ptr<gpucomm::world> make_world(gpucomm::world_options options = test_world_options()) {
+#if GPUCOMM_TEST_TRANSPORT == 3
+  if (!options.load_store_filter) {
+    int const npes = under_mpi() ? std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")) : [] {
+      int n = 0;
+      cudaGetDeviceCount(&n);
+      return n;
+    }();
+    options.load_store_filter = [npes](int i, int j) { return same_half(npes, i, j); };
+  }
+#endif
 #if GPUCOMM_TEST_HAVE_MPI
   if (under_mpi()) {
     char const* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");

@@ -47,6 +47,13 @@ namespace gpucomm {
 template <transport Transport>
 class comm;
 
+/// Which NIC IBGDAPost drives (world_options::nic, or the environment variable GPUCOMM_NIC).
+enum class nic_choice {
+  automatic,  ///< GPUCOMM_NIC decides ("model" or "hardware"); unset: hardware
+  hardware,   ///< the mlx5 NIC closest to each PE's GPU; an error if there is none
+  model,      ///< the software NIC model (verbs_gpu/model): a test and development tool
+};
+
 struct world_options {
   /// Bytes of symmetric heap per PE. 0: the environment variable GPUCOMM_HEAP_BYTES if set, else 1 GiB.
   std::size_t heap_bytes = 0;
@@ -57,6 +64,11 @@ struct world_options {
   /// hardware can. Empty: every pair the hardware allows. Must give the same answers on every
   /// process. Use it to send some peers through another transport on purpose.
   std::function<bool(int, int)> load_store_filter;
+  /// The NIC of IBGDAPost (see nic_choice). Asking for hardware never falls back to the model.
+  nic_choice nic = nic_choice::automatic;
+  /// RC QPs from each PE to each PE (IBGDAPost); a calling group always uses the same one per
+  /// peer (ibgda_post.cuh says which). 0: GPUCOMM_QPS_PER_PEER if set, else 2.
+  int qps_per_peer = 0;
 };
 
 template <class T>
@@ -144,6 +156,7 @@ class world {
   world& operator=(world const&) = delete;
 
   ~world() {
+    sync_hooks_.clear();
     transports_.clear();  // transports' host halves go before the heap they use
     heap_.reset();
   }
@@ -213,20 +226,39 @@ class world {
   template <transport Transport>
   gpucomm::comm<Transport> comm(int pe) {
     stream(pe);
+    return gpucomm::comm<Transport>(pe, npes_, transport_host<Transport>().device_state_for(pe));
+  }
+
+  /// Transport's host half in this world, set up on first use (collective then, in the order the
+  /// processes first ask). One per world: composite transports share their parts' host halves.
+  template <transport Transport>
+  typename Transport::host_state& transport_host() {
+    using host = typename Transport::host_state;
     auto& slot = transports_[std::type_index(typeid(Transport))];
-    if (!slot) slot = std::make_shared<typename Transport::host_state>(*this);
-    auto const& host = *static_cast<typename Transport::host_state const*>(slot.get());
-    return gpucomm::comm<Transport>(pe, npes_, host.device_state_for(pe));
+    if (!slot) {
+      auto made = std::make_shared<host>(*this);
+      // A host half with work to finish after the kernels (completing operations a NIC still
+      // holds, reporting failed ones) does it in synchronize().
+      if constexpr (requires(host const& h) { h.on_synchronize(); }) {
+        sync_hooks_.push_back([h = made.get()] { h->on_synchronize(); });
+      }
+      slot = std::move(made);
+    }
+    return *static_cast<host*>(slot.get());
   }
 
   // ---- host-side synchronisation -------------------------------------------------------------------
 
-  /// Wait for the work on every local PE's stream; throws if any kernel failed.
+  /// Wait for the work on every local PE's stream, then for what the transports still hold (a NIC's
+  /// queued operations: IBGDAPost quiets every queue), so the host sees every effect of the
+  /// kernels. Throws if a kernel failed, or if a transport recorded a failed operation (an error
+  /// completion of IBGDAPost: PE, peer, operation, syndrome).
   void synchronize() const {
     for (auto const& [pe, s] : streams_) {
       GPUCOMM_CUDA_CHECK(cudaSetDevice(device(pe)), pe);
       GPUCOMM_CUDA_CHECK(cudaStreamSynchronize(s.get()), pe);
     }
+    for (auto const& check : sync_hooks_) check();
   }
   /// synchronize(), then wait until every process has done so.
   void barrier() {
@@ -240,6 +272,10 @@ class world {
   /// Local PE `pe`'s control block, in this process's address space.
   detail::control_block_view control_block(int pe) const { return detail::control_block_at(heap_->slot(pe)); }
   detail::any_bootstrap& bootstrap() { return boot_; }
+  /// The options the world was built with.
+  world_options const& options() const { return options_; }
+  /// Same on every process of the world; 0 in a single-process world. Names host-local sockets.
+  std::uint64_t session_id() const { return heap_->session(); }
 
  private:
   static void check_pe_count(world_options const& options, int actual, char const* source) {
@@ -274,6 +310,7 @@ class world {
   }
 
   void init(world_options const& options, std::vector<std::uint64_t> const& hosts) {
+    options_ = options;
     std::size_t const bytes = heap_bytes_from(options);
     detail::agree(boot_, bytes, "world", "the heap size", "give every process the same world_options::heap_bytes");
     for (auto const& l : locals_) {
@@ -324,6 +361,8 @@ class world {
   std::map<int, owned_stream> streams_;
   std::unique_ptr<detail::symmetric_heap> heap_;
   std::map<std::type_index, std::shared_ptr<void>> transports_;
+  std::vector<std::function<void()>> sync_hooks_;
+  world_options options_;
 };
 
 /// A symmetric array owned by the host: n elements of T on every PE, freed collectively when it

@@ -38,6 +38,8 @@
 
 #include "../comm.cuh"
 #include "../detail/copy.cuh"
+#include "../detail/device_check.cuh"
+#include "../detail/signal_wait.cuh"
 #include "../detail/spin.cuh"
 #include "../error.hpp"
 #include "../group.cuh"
@@ -73,6 +75,14 @@ struct NVLinkStore {
   class host_state {
    public:
     explicit host_state(world& w) : world_(&w) {}
+    /// Whether PE `from` reaches PE `to` through this transport (for composite transports).
+    bool reaches(int from, int to) const { return world_->can_load_store(from, to); }
+    /// PE `pe`'s device state for a composite transport that sends it only to the peers it
+    /// reaches (no check that every peer is reachable).
+    device_state routed_state_for(int pe) const {
+      auto const control = world_->control_block(pe);
+      return {world_->heap_layout().stride, control.barrier_epoch, control.barrier_flags};
+    }
     device_state device_state_for(int pe) const {
       for (int to = 0; to < world_->npes(); ++to) {
         if (!world_->can_load_store(pe, to)) {
@@ -84,8 +94,7 @@ struct NVLinkStore {
                       "unreachable peers a transport that goes through the network");
         }
       }
-      auto const control = world_->control_block(pe);
-      return {world_->heap_layout().stride, control.barrier_epoch, control.barrier_flags};
+      return routed_state_for(pe);
     }
 
    private:
@@ -95,7 +104,7 @@ struct NVLinkStore {
 #if defined(__CUDACC__)
   template <class T>
   __device__ static T* remote(comm<NVLinkStore> const& c, sym_ptr<T> p, int pe) {
-    check_pe(c, pe);
+    detail::check_pe(pe, c.npes());
     auto const distance = static_cast<std::ptrdiff_t>(pe - c.my_pe()) * static_cast<std::ptrdiff_t>(c.state().stride);
     // The heap maps PE j's slot `distance` bytes from ours in this address space (host/detail/heap.hpp).
     return reinterpret_cast<T*>(reinterpret_cast<char*>(const_cast<std::remove_const_t<T>*>(p.get())) + distance);
@@ -139,11 +148,7 @@ struct NVLinkStore {
   }
 
   __device__ static signal_t wait_until(comm<NVLinkStore> const&, sym_ptr<signal_t> sig, cmp c, signal_t value) {
-    cuda::atomic_ref<signal_t, cuda::thread_scope_system> word(*sig.get());
-    signal_t seen = 0;
-    // Acquire: what the signaller released before its update is visible once the update is seen.
-    detail::spin_until([&] { return compare(c, seen = word.load(cuda::memory_order_acquire), value); }, "wait_until");
-    return seen;
+    return detail::wait_signal(sig.get(), c, value);
   }
 
   template <atomic_op Op, class T>
@@ -192,14 +197,10 @@ struct NVLinkStore {
   template <group G>
   __device__ static void barrier(comm<NVLinkStore> const& c, G const& g) {
     device_state const& s = c.state();
-    // Every thread reads the epoch before the first sync; the leader writes it after, so the read
-    // and the write never race (and the next barrier's read comes after this one's last sync).
-    std::uint64_t const epoch = *s.barrier_epoch + 1;
-    group_sync(g);
+    std::uint64_t const epoch = detail::next_epoch(g, s.barrier_epoch);
     if (is_leader(g)) {
-      *s.barrier_epoch = epoch;
       // Fence then relaxed stores, in one thread: a release pattern at system scope. Everything
-      // the group wrote before the barrier (ordered before the fence by the sync above) reaches
+      // the group wrote before the barrier (ordered before the fence by next_epoch's sync) reaches
       // each PE before the epoch does. One fence, however many PEs.
       cuda::ptx::fence(cuda::ptx::sem_acq_rel, cuda::ptx::scope_sys);
       for (int pe = 0; pe < c.npes(); ++pe) {
@@ -208,30 +209,9 @@ struct NVLinkStore {
             .store(epoch, cuda::memory_order_relaxed);
       }
     }
-    unsigned const rank = group_rank(g);
-    unsigned const size = group_size(g);
-    for (int pe = static_cast<int>(rank); pe < c.npes(); pe += static_cast<int>(size)) {
-      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> flag(s.barrier_flags[pe]);
-      // Acquire: PE `pe`'s writes before its barrier are visible to this thread, then to the group
-      // through the sync below.
-      detail::spin_until([&] { return flag.load(cuda::memory_order_acquire) >= epoch; }, "barrier");
-    }
-    group_sync(g);
+    detail::wait_for_epochs(g, s.barrier_flags, c.npes(), epoch);
   }
 
- private:
-  __device__ static void check_pe(comm<NVLinkStore> const& c, int pe) {
-#if GPUCOMM_DEBUG
-    if (pe < 0 || pe >= c.npes()) {
-      printf("gpucomm: PE %d out of range [0, %d) (block %d thread %d); trapping\n", pe, c.npes(), blockIdx.x,
-             threadIdx.x);
-      __trap();
-    }
-#else
-    (void)c;
-    (void)pe;
-#endif
-  }
 #endif  // __CUDACC__
 };
 

@@ -390,14 +390,22 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr ctrl_seg make_ctrl_seg(std::uint16_t pi
 }
 
 /// Remote address segment.
+GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr raddr_seg make_raddr_seg_wire(std::uint64_t raddr,
+                                                                       std::uint32_t rkey_wire) noexcept {
+  return raddr_seg{to_be64(raddr), rkey_wire, 0};
+}
 GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr raddr_seg make_raddr_seg(std::uint64_t raddr, std::uint32_t rkey) noexcept {
-  return raddr_seg{to_be64(raddr), to_be32(rkey), 0};
+  return make_raddr_seg_wire(raddr, to_be32(rkey));
 }
 
 /// Pointer data segment; same bytes as mlx5dv_set_data_seg(seg, length, lkey, addr).
+GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr data_seg make_data_seg_wire(std::uint32_t length, std::uint32_t lkey_wire,
+                                                                     std::uint64_t addr) noexcept {
+  return data_seg{to_be32(length), lkey_wire, to_be64(addr)};
+}
 GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr data_seg make_data_seg(std::uint32_t length, std::uint32_t lkey,
                                                                 std::uint64_t addr) noexcept {
-  return data_seg{to_be32(length), to_be32(lkey), to_be64(addr)};
+  return make_data_seg_wire(length, to_be32(lkey), addr);
 }
 
 /// Standard atomic operands: compare-and-swap.

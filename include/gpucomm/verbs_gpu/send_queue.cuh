@@ -40,6 +40,8 @@ enum class post_flags : std::uint32_t {
   none = 0,
   defer_doorbell = 1u << 0,  ///< ring only if ring_step WQEBBs are unannounced
   unsignaled = 1u << 1,      ///< no CQE for the batch's last WQE
+  fence = 1u << 2,           ///< the batch's first WQE waits for every earlier WQE of the QP to complete
+                             ///< (fence mode `ctrl_fence`, what rdma-core's IBV_SEND_FENCE sets)
 };
 GPUCOMM_HD constexpr post_flags operator|(post_flags a, post_flags b) noexcept {
   return static_cast<post_flags>(static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b));
@@ -202,9 +204,12 @@ struct send_queue {
     if (st != status::ok) return st;
     // Step 3: build in parallel.
     bool const signal_last = !has_flag(flags, post_flags::unsignaled);
+    bool const fence_first = has_flag(flags, post_flags::fence);
     for (std::uint32_t i = rank; i < n_wqes; i += size) {
       std::uint64_t const index = base + static_cast<std::uint64_t>(i) * wqebbs_per_wqe;
-      wqe_slot const s = slot(index, (signal_last && i == n_wqes - 1) ? ctrl_cq_update : std::uint8_t{0});
+      auto const completion = (signal_last && i == n_wqes - 1) ? ctrl_cq_update : std::uint8_t{0};
+      auto const fence = (fence_first && i == 0) ? ctrl_fence : std::uint8_t{0};
+      wqe_slot const s = slot(index, static_cast<std::uint8_t>(completion | fence));
       std::uint32_t const used = wqebbs_for_ds(build(s, i));
       for (std::uint32_t k = used; k < wqebbs_per_wqe; ++k) build_nop(slot(index + k));
     }

@@ -44,16 +44,26 @@ struct wqe_slot {
   }
 };
 
-/// Local buffer of an operation: address, length and lkey of the registered memory it is in.
+/// Local buffer of an operation: address, length and lkey of the registered memory it is in. The
+/// key is in host order, or already in wire order when `key_is_wire` (device states that keep
+/// their keys pre-swapped, like IBGDAPost's, save the swap on every WQE).
 struct local_buf {
   std::uint64_t addr = 0;
   std::uint32_t length = 0;
   std::uint32_t lkey = 0;
+  bool key_is_wire = false;
+  GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr std::uint32_t lkey_wire() const noexcept {
+    return key_is_wire ? lkey : to_be32(lkey);
+  }
 };
-/// Remote buffer: address and rkey at the responder.
+/// Remote buffer: address and rkey at the responder (host order, or wire order when `key_is_wire`).
 struct remote_buf {
   std::uint64_t addr = 0;
   std::uint32_t rkey = 0;
+  bool key_is_wire = false;
+  GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr std::uint32_t rkey_wire() const noexcept {
+    return key_is_wire ? rkey : to_be32(rkey);
+  }
 };
 
 /// NOP (DS 1). Useful to carry a CQE or to flush a doorbell.
@@ -66,8 +76,8 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_nop(wqe_slot const& s) noexce
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_rdma_write(wqe_slot const& s, local_buf src,
                                                               remote_buf dst) noexcept {
   s.put(0, s.ctrl(opcode::rdma_write, ds_rdma));
-  s.put(1, make_raddr_seg(dst.addr, dst.rkey));
-  s.put(2, make_data_seg(src.length, src.lkey, src.addr));
+  s.put(1, make_raddr_seg_wire(dst.addr, dst.rkey_wire()));
+  s.put(2, make_data_seg_wire(src.length, src.lkey_wire(), src.addr));
   return ds_rdma;
 }
 
@@ -76,8 +86,8 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_rdma_write(wqe_slot const& s,
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_rdma_write_imm(wqe_slot const& s, local_buf src, remote_buf dst,
                                                                   std::uint32_t imm) noexcept {
   s.put(0, s.ctrl(opcode::rdma_write_imm, ds_rdma, 0, to_be32(imm)));
-  s.put(1, make_raddr_seg(dst.addr, dst.rkey));
-  s.put(2, make_data_seg(src.length, src.lkey, src.addr));
+  s.put(1, make_raddr_seg_wire(dst.addr, dst.rkey_wire()));
+  s.put(2, make_data_seg_wire(src.length, src.lkey_wire(), src.addr));
   return ds_rdma;
 }
 
@@ -85,21 +95,21 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_rdma_write_imm(wqe_slot const
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_rdma_read(wqe_slot const& s, local_buf dst,
                                                              remote_buf src) noexcept {
   s.put(0, s.ctrl(opcode::rdma_read, ds_rdma));
-  s.put(1, make_raddr_seg(src.addr, src.rkey));
-  s.put(2, make_data_seg(dst.length, dst.lkey, dst.addr));
+  s.put(1, make_raddr_seg_wire(src.addr, src.rkey_wire()));
+  s.put(2, make_data_seg_wire(dst.length, dst.lkey_wire(), dst.addr));
   return ds_rdma;
 }
 
 /// SEND of `src` (DS 2); with `imm` set, SEND_IMM.
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_send(wqe_slot const& s, local_buf src) noexcept {
   s.put(0, s.ctrl(opcode::send, ds_send));
-  s.put(1, make_data_seg(src.length, src.lkey, src.addr));
+  s.put(1, make_data_seg_wire(src.length, src.lkey_wire(), src.addr));
   return ds_send;
 }
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_send_imm(wqe_slot const& s, local_buf src,
                                                             std::uint32_t imm) noexcept {
   s.put(0, s.ctrl(opcode::send_imm, ds_send, 0, to_be32(imm)));
-  s.put(1, make_data_seg(src.length, src.lkey, src.addr));
+  s.put(1, make_data_seg_wire(src.length, src.lkey_wire(), src.addr));
   return ds_send;
 }
 
@@ -109,7 +119,7 @@ GPUCOMM_HD inline std::uint32_t build_rdma_write_inline(wqe_slot const& s, void 
                                                         remote_buf dst) noexcept {
   std::uint32_t const ds = inline_write_ds(len);
   s.put(0, s.ctrl(opcode::rdma_write, static_cast<std::uint8_t>(ds)));
-  s.put(1, make_raddr_seg(dst.addr, dst.rkey));
+  s.put(1, make_raddr_seg_wire(dst.addr, dst.rkey_wire()));
   auto const* src = static_cast<unsigned char const*>(data);
   // The inline segment's byte stream: [header(4)][payload(len)][pad], cut into 16-byte chunks.
   std::uint32_t const header = to_be32(len | inline_seg_flag);
@@ -135,9 +145,9 @@ GPUCOMM_HD inline std::uint32_t build_rdma_write_inline(wqe_slot const& s, void 
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_atomic_cs(wqe_slot const& s, local_buf result, remote_buf dst,
                                                              std::uint64_t compare, std::uint64_t swap) noexcept {
   s.put(0, s.ctrl(opcode::atomic_cs, ds_atomic));
-  s.put(1, make_raddr_seg(dst.addr, dst.rkey));
+  s.put(1, make_raddr_seg_wire(dst.addr, dst.rkey_wire()));
   s.put(2, make_atomic_cs_seg(swap, compare));
-  s.put(3, make_data_seg(8, result.lkey, result.addr));
+  s.put(3, make_data_seg_wire(8, result.lkey_wire(), result.addr));
   return ds_atomic;
 }
 
@@ -145,9 +155,9 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_atomic_cs(wqe_slot const& s, 
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_atomic_fa(wqe_slot const& s, local_buf result, remote_buf dst,
                                                              std::uint64_t add) noexcept {
   s.put(0, s.ctrl(opcode::atomic_fa, ds_atomic));
-  s.put(1, make_raddr_seg(dst.addr, dst.rkey));
+  s.put(1, make_raddr_seg_wire(dst.addr, dst.rkey_wire()));
   s.put(2, make_atomic_fa_seg(add));
-  s.put(3, make_data_seg(8, result.lkey, result.addr));
+  s.put(3, make_data_seg_wire(8, result.lkey_wire(), result.addr));
   return ds_atomic;
 }
 
@@ -156,9 +166,9 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_masked_fa32(wqe_slot const& s
                                                                std::uint32_t add,
                                                                std::uint32_t field_boundary) noexcept {
   s.put(0, s.ctrl(opcode::atomic_masked_fa, ds_masked_atomic, opmod_ext_atomic_4b));
-  s.put(1, make_raddr_seg(dst.addr, dst.rkey));
+  s.put(1, make_raddr_seg_wire(dst.addr, dst.rkey_wire()));
   s.put(2, make_masked_fa32_seg(add, field_boundary));
-  s.put(3, make_data_seg(4, result.lkey, result.addr));
+  s.put(3, make_data_seg_wire(4, result.lkey_wire(), result.addr));
   return ds_masked_atomic;
 }
 
@@ -167,9 +177,9 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_masked_fa64(wqe_slot const& s
                                                                std::uint64_t add,
                                                                std::uint64_t field_boundary) noexcept {
   s.put(0, s.ctrl(opcode::atomic_masked_fa, ds_masked_atomic, opmod_ext_atomic_8b));
-  s.put(1, make_raddr_seg(dst.addr, dst.rkey));
+  s.put(1, make_raddr_seg_wire(dst.addr, dst.rkey_wire()));
   s.put(2, make_masked_fa64_seg(add, field_boundary));
-  s.put(3, make_data_seg(8, result.lkey, result.addr));
+  s.put(3, make_data_seg_wire(8, result.lkey_wire(), result.addr));
   return ds_masked_atomic;
 }
 
@@ -179,9 +189,9 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_masked_cs32(wqe_slot const& s
                                                                std::uint32_t compare_mask,
                                                                std::uint32_t swap_mask) noexcept {
   s.put(0, s.ctrl(opcode::atomic_masked_cs, ds_masked_atomic, opmod_ext_atomic_4b));
-  s.put(1, make_raddr_seg(dst.addr, dst.rkey));
+  s.put(1, make_raddr_seg_wire(dst.addr, dst.rkey_wire()));
   s.put(2, make_masked_cs32_seg(swap, compare, swap_mask, compare_mask));
-  s.put(3, make_data_seg(4, result.lkey, result.addr));
+  s.put(3, make_data_seg_wire(4, result.lkey_wire(), result.addr));
   return ds_masked_atomic;
 }
 
@@ -191,10 +201,10 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint32_t build_masked_cs64(wqe_slot const& s
                                                                std::uint64_t compare_mask,
                                                                std::uint64_t swap_mask) noexcept {
   s.put(0, s.ctrl(opcode::atomic_masked_cs, ds_masked_cs64, opmod_ext_atomic_8b));
-  s.put(1, make_raddr_seg(dst.addr, dst.rkey));
+  s.put(1, make_raddr_seg_wire(dst.addr, dst.rkey_wire()));
   s.put(2, make_masked_cs64_data_seg(swap, compare));
   s.put(3, make_masked_cs64_mask_seg(swap_mask, compare_mask));
-  s.put(4, make_data_seg(8, result.lkey, result.addr));
+  s.put(4, make_data_seg_wire(8, result.lkey_wire(), result.addr));
   return ds_masked_cs64;
 }
 

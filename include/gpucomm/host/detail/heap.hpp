@@ -97,6 +97,9 @@ class symmetric_heap {
   /// Whether PE `from` can load and store PE `to`'s heap.
   bool can_load_store(int from, int to) const { return reach_[static_cast<std::size_t>(from) * npes_ + to] != 0; }
   std::size_t bytes_in_use() const { return allocator_.bytes_in_use() - layout_.control_bytes; }
+  /// The world's session id, the same on every process (0 in a single-process world): names the
+  /// host-local sockets of this world.
+  std::uint64_t session() const { return session_; }
   std::size_t capacity() const { return allocator_.capacity() - layout_.control_bytes; }
 
  private:
@@ -120,6 +123,7 @@ class symmetric_heap {
       std::uint64_t session = 0;
       if (boot.rank() == 0) session = make_session_id();
       session = boot.allgather_value(session)[0];
+      session_ = session;
       sockets_ = fd_exchange(session, me);
       boot.barrier();  // every socket is bound before anyone sends
       // Tentative for every pair, from inputs every PE shares, so a sender and its receiver agree on
@@ -390,6 +394,7 @@ class symmetric_heap {
   bool multi_process_;
   std::vector<char> reach_;
   bool reach_rows_known_ = true;
+  std::uint64_t session_ = 0;
   std::size_t granularity_ = 0;
   heap_layout layout_{};
   offset_allocator allocator_{0, 0, 1};

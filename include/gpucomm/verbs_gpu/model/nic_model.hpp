@@ -11,8 +11,9 @@
 //   - local data segments: lkey registered in the QP's PD, range inside the region, LOCAL_WRITE
 //     where the NIC writes locally (READ, fetched atomics): else LOCAL_PROT_ERR. Atomic result
 //     segments of the wrong size: LOCAL_LENGTH_ERR.
-//   - remote: rkey registered in the peer QP's PD, range inside, REMOTE_WRITE / REMOTE_READ /
-//     REMOTE_ATOMIC access: else REMOTE_ACCESS_ERR; misaligned atomics: REMOTE_INVAL_REQ_ERR.
+//   - remote (checked by the nic that owns the peer QP, see respond()): rkey registered in the
+//     peer QP's PD, range inside, REMOTE_WRITE / REMOTE_READ / REMOTE_ATOMIC access: else
+//     REMOTE_ACCESS_ERR; misaligned atomics: REMOTE_INVAL_REQ_ERR.
 //   - SEND / SEND_IMM: the model has no receive queues, so they fail with RNR_RETRY_EXC_ERR, as
 //     on hardware with no receive posted and rnr_retry exhausted. RDMA WRITE with immediate needs
 //     a receive CQ on the peer (the model behaves as if a receive were always posted) and writes
@@ -21,9 +22,20 @@
 // It performs RDMA WRITE (gather list or inline), WRITE_IMM, READ (scatter list), NOP and all
 // atomics (8-byte CS/FA, masked CS/FA on 4 and 8 bytes) between registered memory: host memory
 // (accessed directly) and GPU memory of any local GPU (accessed with cudaMemcpyAsync on a
-// non-blocking stream). Atomics run at the responder, serialised by the model; they are atomic
-// with respect to other NIC atomics only (one atomicity domain), and on host memory also with
-// respect to system-scope atomics of CPUs and GPUs.
+// non-blocking stream). Atomics run at the responder nic, serialised by it: they are atomic with
+// respect to every other atomic that nic executes on its memory, whoever the requester (one
+// atomicity domain per responder nic), and on host memory also with respect to system-scope
+// atomics of CPUs and GPUs.
+//
+// Fabric (fabric.hpp): one nic per process, talking to the nics of other processes on the same
+// host as real NICs talk over a wire. listen(address) serves an abstract unix socket;
+// connect_remote(qpn, address, peer_qpn) makes a QP of another nic this QP's RC peer. For such a
+// QP the requester (this nic) does everything local (WQE parsing, lkeys, gather/scatter, CQEs)
+// and sends the responder's part (rkey, bounds and access checks, the write, read or atomic on
+// the responder's memory) to the responder nic, whose server runs the same respond() that local
+// peers use and replies with the syndrome and data. A connection that fails or breaks fails the
+// WQE with TRANSPORT_RETRY_EXC_ERR (the QP goes to error). The server answers without the
+// responder's progress thread: like a NIC, it needs no start() to be a responder.
 //
 // It writes CQEs in the CQ's mode (collapsed: entry 0; owner bit: the next entry, with the owner
 // bit of its pass, waiting for the consumer index in the CQ doorbell record when the CQ is full),
@@ -36,8 +48,25 @@
 // truth), doorbells duplicated (handled twice; the second finds nothing new).
 //
 // Limits: no packets, no wire timing, no PCIe or MMIO semantics (write-combining, posted-write
-// reordering, relaxed ordering), no receive queues, no SRQ, no retransmission, one atomicity
-// domain per model instance, the responder QP is not moved to error by a remote error.
+// reordering, relaxed ordering), no receive queues, no SRQ, no retransmission, the responder QP
+// is not moved to error by a remote error. Fabric: one host only (host byte order on the wire),
+// requests of one nic to one responder go one at a time (no pipelining: progress waits for each
+// reply), RDMA WRITE with immediate and SEND to a remote peer fail with RNR_RETRY_EXC_ERR (no
+// receive queue is modelled across the wire), a broken connection is not re-established until
+// connect_remote() is called again, and a WQE whose responder QP number does not exist at the
+// responder fails with TRANSPORT_RETRY_EXC_ERR (hardware drops its packets until retries run out).
+//
+// Locks, always taken in this order (a thread holding one may take only those after it):
+//   mu_ -> atomic_mu_ -> { regions_mu_, streams_mu_ }   (the last two are leaves, never nested)
+//   mu_          QPs, CQs, client connections, stats_, rng_; held by progress for whole WQEs,
+//                including while it waits for a remote reply.
+//   atomic_mu_   held around every responder read-modify-write (the atomicity domain).
+//   regions_mu_  the region table and the QP -> PD map that responders look keys up in.
+//   streams_mu_  the per-device stream map of read_mem/write_mem.
+//   server_mu_   the server object; taken with no other lock held (listen, stop), and held while
+//                stop() joins the server's threads, which take only the locks below mu_.
+// The server's threads take atomic_mu_, regions_mu_ and streams_mu_, never mu_: a requester
+// waiting for a reply holds only mu_, so two nics waiting on each other's servers cannot deadlock.
 
 #include <cuda/atomic>
 #include <cuda_runtime_api.h>
@@ -60,6 +89,7 @@
 #include "../completion_queue.cuh"
 #include "../prm.cuh"
 #include "../send_queue.cuh"
+#include "fabric.hpp"
 
 namespace gpucomm::verbs_gpu::model {
 
@@ -117,6 +147,11 @@ struct nic_config {
   /// Benchmark mode: do not read or execute WQEs; complete everything up to the doorbell record
   /// at once with one REQ CQE naming the last WQEBB (exact for 1-WQEBB WQEs).
   bool drain_only = false;
+  /// Fabric: how long connect_remote() retries while nobody listens at the responder's address.
+  std::chrono::milliseconds connect_timeout{20'000};
+  /// Fabric: how long a requester waits to send a request or get its reply before the WQE fails
+  /// with TRANSPORT_RETRY_EXC_ERR (a responder process that hangs).
+  std::chrono::milliseconds reply_timeout{30'000};
 };
 
 enum class qp_state { rts, error };
@@ -124,11 +159,14 @@ enum class qp_state { rts, error };
 /// Counters of what the model did.
 struct nic_stats {
   std::uint64_t doorbells = 0, doorbells_dropped = 0, doorbells_duplicated = 0;
-  std::uint64_t wqes = 0, cqes = 0, error_cqes = 0, flushed = 0, atomics = 0, bytes = 0;
+  std::uint64_t wqes = 0, cqes = 0, error_cqes = 0, flushed = 0, bytes = 0;
+  std::uint64_t atomics = 0;     ///< atomics executed on this nic's memory (as responder)
+  std::uint64_t remote_ops = 0;  ///< requests sent to other nics (as requester)
+  std::uint64_t served = 0;      ///< requests of other nics answered (as responder)
 };
 
 /// The software NIC. Thread-safe: setup calls, progress() and the background thread serialise on
-/// one mutex.
+/// mu_; the fabric server runs beside them (see the lock order at the top of this file).
 class nic {
  public:
   explicit nic(nic_config cfg = {}) : cfg_(cfg), rng_(cfg.fault.seed) {}
@@ -136,6 +174,12 @@ class nic {
   nic& operator=(nic const&) = delete;
   ~nic() {
     stop();
+    {
+      // Closes the client connections: the responders' servers see the end of their streams.
+      std::lock_guard lk(mu_);
+      for (auto& q : qps_) q.link.reset();
+      links_.clear();
+    }
     for (auto const& [dev, s] : streams_) {
       int cur = 0;
       cudaGetDevice(&cur);
@@ -157,7 +201,7 @@ class nic {
   /// `cuda_device` >= 0 marks GPU memory of that device (accessed with cudaMemcpyAsync).
   memory_key register_memory(std::uint32_t pd, void const* addr, std::size_t length, std::uint32_t access_flags,
                              void* host_alias = nullptr, int cuda_device = -1) {
-    std::lock_guard lk(mu_);
+    std::lock_guard lk(regions_mu_);
     region r;
     r.pd = pd;
     r.base = reinterpret_cast<std::uint64_t>(addr);
@@ -175,7 +219,7 @@ class nic {
 
   /// Removes a region; later WQEs naming its keys fail.
   void deregister_memory(std::uint32_t lkey) {
-    std::lock_guard lk(mu_);
+    std::lock_guard lk(regions_mu_);
     for (auto& r : regions_) {
       if (r.lkey == lkey) r.valid = false;
     }
@@ -207,15 +251,69 @@ class nic {
     q.qpn = 0x1000 + static_cast<std::uint32_t>(qps_.size()) * 7 + 3;
     q.last_db =
         cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*c.doorbell).load(cuda::memory_order_acquire);
+    {
+      // Responders (this nic's server among them) scope rkeys by the QP's PD without taking mu_.
+      std::lock_guard rk(regions_mu_);
+      qp_pds_[q.qpn] = c.pd;
+    }
     qps_.push_back(q);
     return q.qpn;
   }
 
-  /// Connects two QPs as an RC pair (a QP may be connected to itself: loopback).
+  /// Connects two QPs of this nic as an RC pair (a QP may be connected to itself: loopback).
+  /// Replaces any earlier peer of either, remote ones included.
   void connect(std::uint32_t qpn_a, std::uint32_t qpn_b) {
     std::lock_guard lk(mu_);
-    qp_at(qpn_a).peer = qpn_b;
-    qp_at(qpn_b).peer = qpn_a;
+    qp_state_rec& a = qp_at(qpn_a);
+    qp_state_rec& b = qp_at(qpn_b);
+    a.peer = qpn_b;
+    b.peer = qpn_a;
+    a.link.reset();
+    b.link.reset();
+  }
+
+  /// Serves the responder side of this nic's QPs to other nics (connect_remote()) at the Linux
+  /// abstract unix socket `address` (any 1 to 107 bytes; include the process id to keep it
+  /// unique). Requests are answered by server threads, with or without start(), until stop() or
+  /// destruction. Throws std::logic_error if this nic already listens (after stop() it may listen
+  /// again), std::runtime_error if the address is taken or a socket call fails.
+  void listen(std::string const& address) {
+    std::lock_guard lk(server_mu_);
+    if (server_ != nullptr) {
+      throw std::logic_error("gpucomm::verbs_gpu::model: this nic already listens at '" + listen_address_ + "'");
+    }
+    server_ = std::make_unique<fabric::server>(
+        address, [this](fabric::request const& rq, unsigned char const* payload, std::vector<unsigned char>& data) {
+          // Relaxed: a statistic, read after the fact.
+          served_.fetch_add(1, std::memory_order_relaxed);
+          return respond(rq, payload, data);
+        });
+    listen_address_ = address;
+  }
+
+  /// Makes QP `responder_qpn` of the nic listening at `responder_address` the RC peer of this
+  /// nic's QP `local_qpn`, replacing any earlier peer. Connects now, retrying for up to
+  /// nic_config::connect_timeout while nobody listens there yet (processes start in any order);
+  /// throws std::runtime_error if that never happens, std::invalid_argument for an unknown QP or
+  /// a malformed address. QPs naming the same address share one connection; one that broke is
+  /// replaced by a fresh one here (QPs already in error stay so).
+  void connect_remote(std::uint32_t local_qpn, std::string const& responder_address, std::uint32_t responder_qpn) {
+    {
+      std::lock_guard lk(mu_);
+      qp_state_rec& q = qp_at(local_qpn);
+      if (auto it = links_.find(responder_address); it != links_.end() && !it->second->broken()) {
+        set_remote(q, it->second, responder_qpn);
+        return;
+      }
+    }
+    // Connect without mu_: the retries may take seconds, and progress goes on meanwhile.
+    std::shared_ptr<fabric::link> fresh =
+        fabric::link::connect(responder_address, cfg_.connect_timeout, cfg_.reply_timeout);
+    std::lock_guard lk(mu_);
+    std::shared_ptr<fabric::link>& slot = links_[responder_address];
+    // Another thread may have connected meanwhile: then share its link and drop this one.
+    if (slot == nullptr || slot->broken()) slot = std::move(fresh);
+    set_remote(qp_at(local_qpn), slot, responder_qpn);
   }
 
   qp_state state(std::uint32_t qpn) {
@@ -225,7 +323,11 @@ class nic {
 
   nic_stats stats() {
     std::lock_guard lk(mu_);
-    return stats_;
+    nic_stats s = stats_;
+    // Relaxed: statistics; counts of work that is still running may be one behind.
+    s.atomics = atomics_.load(std::memory_order_relaxed);
+    s.served = served_.load(std::memory_order_relaxed);
+    return s;
   }
 
   /// Handles every doorbell rung since the last call. Returns the number of WQEs executed or
@@ -247,9 +349,13 @@ class nic {
       }
     });
   }
+  /// Stops the progress thread and the server (listen()): connected requesters see their
+  /// connections break. Client connections stay open until destruction; progress() still works.
   void stop() {
     running_.store(false);
     if (thread_.joinable()) thread_.join();
+    std::lock_guard lk(server_mu_);
+    server_.reset();  // shuts the listener and every connection down, joins the server's threads
   }
 
  private:
@@ -268,7 +374,9 @@ class nic {
   struct qp_state_rec {
     qp_config cfg{};
     std::uint32_t qpn = 0;
-    std::uint32_t peer = 0;
+    std::uint32_t peer = 0;              ///< local peer QP (0: none, or remote)
+    std::shared_ptr<fabric::link> link;  ///< remote peer's nic (null: the peer is local)
+    std::uint32_t remote_qpn = 0;        ///< remote peer QP, at that nic
     qp_state state = qp_state::rts;
     std::uint64_t last_db = 0;  ///< doorbell value last seen
     std::uint64_t ci = 0;       ///< next WQEBB to execute (64-bit)
@@ -303,11 +411,21 @@ class nic {
     }
     return nullptr;
   }
-  region const* find_region(std::uint32_t pd, std::uint32_t key, bool remote) const {
+  // Copies the region out: the table may grow (and move) under other threads once regions_mu_
+  // is released.
+  bool find_region_locked(std::uint32_t pd, std::uint32_t key, bool remote, region& out) const {
     for (auto const& r : regions_) {
-      if (r.valid && r.pd == pd && (remote ? r.rkey : r.lkey) == key) return &r;
+      if (r.valid && r.pd == pd && (remote ? r.rkey : r.lkey) == key) {
+        out = r;
+        return true;
+      }
     }
-    return nullptr;
+    return false;
+  }
+  void set_remote(qp_state_rec& q, std::shared_ptr<fabric::link> l, std::uint32_t responder_qpn) {
+    q.link = std::move(l);
+    q.remote_qpn = responder_qpn;
+    q.peer = 0;
   }
   static bool in_bounds(region const& r, std::uint64_t addr, std::uint64_t len) {
     return addr >= r.base && len <= r.length && addr - r.base <= r.length - len;
@@ -320,6 +438,7 @@ class nic {
 
   // ---- memory access ------------------------------------------------------------------------------
   cudaStream_t stream_for(int dev) {
+    std::lock_guard lk(streams_mu_);
     auto it = streams_.find(dev);
     if (it != streams_.end()) return it->second;
     int cur = 0;
@@ -343,6 +462,9 @@ class nic {
       std::memcpy(dst, r.host + (addr - r.base), len);
     } else {
       cudaStream_t const s = stream_for(r.cuda_device);
+      // The owning GPU current: the runtime resolves the address in the current device's context,
+      // and only the owner is sure to have it mapped (a peer may not, by hardware or by a filter).
+      check(cudaSetDevice(r.cuda_device), "cudaSetDevice");
       check(cudaMemcpyAsync(dst, reinterpret_cast<void const*>(addr), len, cudaMemcpyDefault, s), "cudaMemcpyAsync");
       check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     }
@@ -353,14 +475,17 @@ class nic {
       std::memcpy(r.host + (addr - r.base), src, len);
     } else {
       cudaStream_t const s = stream_for(r.cuda_device);
+      check(cudaSetDevice(r.cuda_device), "cudaSetDevice");  // as in read_mem
       check(cudaMemcpyAsync(reinterpret_cast<void*>(addr), src, len, cudaMemcpyDefault, s), "cudaMemcpyAsync");
       check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     }
   }
-  // Read-modify-write of a 4- or 8-byte word at the responder; returns the old value.
+  // Read-modify-write of a 4- or 8-byte word at the responder; returns the old value. The caller
+  // holds atomic_mu_: that alone makes GPU memory (read, then write) atomic among NIC atomics.
   template <class T, class F>
   T atomic_rmw(region const& r, std::uint64_t addr, F&& f) {
-    ++stats_.atomics;
+    // Relaxed: a statistic.
+    atomics_.fetch_add(1, std::memory_order_relaxed);
     if (r.cuda_device < 0) {
       cuda::atomic_ref<T, cuda::thread_scope_system> ref(*reinterpret_cast<T*>(r.host + (addr - r.base)));
       T old = ref.load(cuda::memory_order_relaxed);
@@ -431,9 +556,9 @@ class nic {
     ++stats_.cqes;
   }
 
-  // ---- execution ----------------------------------------------------------------------------------
+  // ---- local data segments ------------------------------------------------------------------------
   struct sge {
-    region const* r;
+    region r;
     std::uint64_t addr;
     std::uint32_t len;
   };
@@ -447,8 +572,13 @@ class nic {
       std::uint32_t const lkey = from_be32(d.lkey);
       std::uint64_t const addr = from_be64(d.addr);
       if (lkey == invalid_lkey && bc == 0) continue;  // empty segment
-      region const* r = find_region(q.cfg.pd, lkey, false);
-      if (r == nullptr || !in_bounds(*r, addr, bc) || (writes && !(r->access & local_write))) {
+      region r;
+      bool found;
+      {
+        std::lock_guard lk(regions_mu_);
+        found = find_region_locked(q.cfg.pd, lkey, false, r);
+      }
+      if (!found || !in_bounds(r, addr, bc) || (writes && !(r.access & local_write))) {
         return synd(cqe_syndrome::local_prot_err);
       }
       out.push_back({r, addr, bc});
@@ -456,6 +586,98 @@ class nic {
     return ok;
   }
 
+  // ---- responder ----------------------------------------------------------------------------------
+  /// The responder's half of an RDMA WRITE, READ or atomic: the ONE place that checks the rkey
+  /// (registered in the PD of responder QP rq.qpn), the bounds and the access, and performs the
+  /// operation on this nic's memory. Called by execute() when the peer QP is in this nic and by
+  /// the server for requesters in other nics. `payload` holds a write's rq.length bytes; `data`
+  /// receives a read's bytes or an atomic's old value (host order, rq.length bytes). Returns the
+  /// syndrome the requester reports (0: success). Takes atomic_mu_, regions_mu_, streams_mu_ and
+  /// never mu_ (see the lock order at the top).
+  std::uint8_t respond(fabric::request const& rq, unsigned char const* payload, std::vector<unsigned char>& data) {
+    region r;
+    bool found = false;
+    {
+      std::lock_guard lk(regions_mu_);
+      auto const it = qp_pds_.find(rq.qpn);
+      // No such QP here: hardware drops the packets and the requester's retries run out.
+      if (it == qp_pds_.end()) return synd(cqe_syndrome::transport_retry_exc_err);
+      found = find_region_locked(it->second, rq.rkey, true, r);
+    }
+    switch (rq.kind) {
+      case fabric::op::write:
+        // A zero-length write checks no rkey (as in the IB spec); any other needs REMOTE_WRITE.
+        if (rq.length == 0) return ok;
+        if (!found || !in_bounds(r, rq.raddr, rq.length) || !(r.access & remote_write)) {
+          return synd(cqe_syndrome::remote_access_err);
+        }
+        write_mem(r, rq.raddr, payload, rq.length);
+        return ok;
+      case fabric::op::read:
+        if (rq.length == 0) return ok;
+        if (!found || !in_bounds(r, rq.raddr, rq.length) || !(r.access & remote_read)) {
+          return synd(cqe_syndrome::remote_access_err);
+        }
+        data.resize(rq.length);
+        read_mem(r, rq.raddr, data.data(), rq.length);
+        return ok;
+      case fabric::op::atomic: {
+        std::uint64_t const size = rq.length;
+        if (size != 4 && size != 8) return synd(cqe_syndrome::remote_inval_req_err);
+        if (!found || !in_bounds(r, rq.raddr, size) || !(r.access & remote_atomic)) {
+          return synd(cqe_syndrome::remote_access_err);
+        }
+        if (rq.raddr % size != 0) return synd(cqe_syndrome::remote_inval_req_err);
+        data.resize(size);
+        bool const cs = rq.atomic_cs != 0;
+        // One atomicity domain per responder nic: local and remote requesters' atomics on this
+        // nic's memory all run under this lock.
+        std::lock_guard lk(atomic_mu_);
+        if (size == 8) {
+          std::uint64_t const old = atomic_rmw<std::uint64_t>(r, rq.raddr, [&](std::uint64_t v) {
+            return atomic_op<std::uint64_t>(cs, v, rq.operand[0], rq.operand[1], rq.operand[2], rq.operand[3], 64);
+          });
+          std::memcpy(data.data(), &old, 8);
+        } else {
+          auto const w = [&](int k) { return static_cast<std::uint32_t>(rq.operand[k]); };
+          std::uint32_t const old = atomic_rmw<std::uint32_t>(r, rq.raddr, [&](std::uint32_t v) {
+            return atomic_op<std::uint32_t>(cs, v, w(0), w(1), w(2), w(3), 32);
+          });
+          std::memcpy(data.data(), &old, 4);
+        }
+        return ok;
+      }
+    }
+    return synd(cqe_syndrome::remote_inval_req_err);  // an op this nic does not know
+  }
+
+  /// New value of an atomic: masked compare-and-swap (a = swap, b = compare) or masked
+  /// fetch-and-add (a = add, b = field boundary). Unmasked forms pass all-ones masks / boundary 0.
+  template <class T>
+  static T atomic_op(bool cs, T v, T a, T b, T m_swap, T m_cmp, int bits) {
+    if (cs) return ((v ^ b) & m_cmp) == 0 ? static_cast<T>((v & ~m_swap) | (a & m_swap)) : v;
+    return static_cast<T>(field_add(v, a, b, bits));
+  }
+
+  /// Hands the responder's half of a WQE to the peer QP: respond() here for a peer in this nic,
+  /// the peer nic's server for a remote one. Returns the syndrome; `data` as for respond().
+  std::uint8_t forward(qp_state_rec const& q, qp_state_rec const* peer, fabric::request rq,
+                       unsigned char const* payload, std::vector<unsigned char>& data) {
+    if (rq.length > fabric::max_message) return synd(cqe_syndrome::local_length_err);
+    if (q.link == nullptr) {
+      rq.qpn = peer->qpn;
+      return respond(rq, payload, data);
+    }
+    rq.qpn = q.remote_qpn;
+    ++stats_.remote_ops;
+    fabric::reply rp;
+    std::uint64_t const expect = rq.kind == fabric::op::write ? 0 : rq.length;
+    // The connection refused, broken, timed out or garbled: as a dead peer is to hardware.
+    if (!q.link->call(rq, payload, expect, rp, data)) return synd(cqe_syndrome::transport_retry_exc_err);
+    return rp.syndrome;
+  }
+
+  // ---- execution ----------------------------------------------------------------------------------
   outcome execute(qp_state_rec& q, std::uint64_t index, ctrl_seg const& c, std::uint32_t ds) {
     outcome o;
     std::uint32_t const w0 = from_be32(c.opmod_idx_opcode);
@@ -467,8 +689,11 @@ class nic {
     };
     if (static_cast<opcode>(op) == opcode::nop) return o;
 
-    qp_state_rec* peer = find_qp(q.peer);
+    bool const remote = q.link != nullptr;
+    qp_state_rec const* peer = remote ? nullptr : find_qp(q.peer);
+    bool const connected = remote || peer != nullptr;
     std::vector<sge> sges;
+    std::vector<unsigned char> data;
     switch (static_cast<opcode>(op)) {
       case opcode::rdma_write:
       case opcode::rdma_write_imm: {
@@ -492,20 +717,21 @@ class nic {
           for (auto const& g : sges) {
             std::size_t const at = payload.size();
             payload.resize(at + g.len);
-            read_mem(*g.r, g.addr, payload.data() + at, g.len);
+            read_mem(g.r, g.addr, payload.data() + at, g.len);
           }
         }
         bool const imm = static_cast<opcode>(op) == opcode::rdma_write_imm;
-        if (peer == nullptr) return fail(cqe_syndrome::local_qp_op_err);
-        if (imm && peer->cfg.recv_cqn == 0) return fail(cqe_syndrome::rnr_retry_exc_err);
-        std::uint64_t const raddr = from_be64(ra.raddr);
-        region const* r = find_region(peer->cfg.pd, from_be32(ra.rkey), true);
-        // A zero-length write checks no rkey (as in the IB spec); any other needs REMOTE_WRITE.
-        if (!payload.empty() &&
-            (r == nullptr || !in_bounds(*r, raddr, payload.size()) || !(r->access & remote_write))) {
-          return fail(cqe_syndrome::remote_access_err);
+        if (!connected) return fail(cqe_syndrome::local_qp_op_err);
+        // The immediate needs a receive at the peer: none is modelled across the fabric.
+        if (imm && (remote || peer->cfg.recv_cqn == 0)) return fail(cqe_syndrome::rnr_retry_exc_err);
+        fabric::request rq;
+        rq.kind = fabric::op::write;
+        rq.rkey = from_be32(ra.rkey);
+        rq.raddr = from_be64(ra.raddr);
+        rq.length = payload.size();
+        if (std::uint8_t const e = forward(q, peer, rq, payload.data(), data); e != ok) {
+          return fail(static_cast<cqe_syndrome>(e));
         }
-        if (!payload.empty()) write_mem(*r, raddr, payload.data(), payload.size());
         stats_.bytes += payload.size();
         o.byte_count = static_cast<std::uint32_t>(payload.size());
         if (imm) {
@@ -521,17 +747,18 @@ class nic {
           return fail(static_cast<cqe_syndrome>(e));
         std::uint64_t total = 0;
         for (auto const& g : sges) total += g.len;
-        if (peer == nullptr) return fail(cqe_syndrome::local_qp_op_err);
-        std::uint64_t const raddr = from_be64(ra.raddr);
-        region const* r = find_region(peer->cfg.pd, from_be32(ra.rkey), true);
-        if (total > 0 && (r == nullptr || !in_bounds(*r, raddr, total) || !(r->access & remote_read))) {
-          return fail(cqe_syndrome::remote_access_err);
+        if (!connected) return fail(cqe_syndrome::local_qp_op_err);
+        fabric::request rq;
+        rq.kind = fabric::op::read;
+        rq.rkey = from_be32(ra.rkey);
+        rq.raddr = from_be64(ra.raddr);
+        rq.length = total;
+        if (std::uint8_t const e = forward(q, peer, rq, nullptr, data); e != ok) {
+          return fail(static_cast<cqe_syndrome>(e));
         }
-        std::vector<unsigned char> payload(total);
-        if (total > 0) read_mem(*r, raddr, payload.data(), total);
         std::size_t at = 0;
         for (auto const& g : sges) {
-          write_mem(*g.r, g.addr, payload.data() + at, g.len);
+          write_mem(g.r, g.addr, data.data() + at, g.len);
           at += g.len;
         }
         stats_.bytes += total;
@@ -543,8 +770,8 @@ class nic {
         if (ds < 2) return fail(cqe_syndrome::local_qp_op_err);
         if (std::uint8_t const e = local_sges(q, index, 1, ds, false, sges); e != ok)
           return fail(static_cast<cqe_syndrome>(e));
-        if (peer == nullptr) return fail(cqe_syndrome::local_qp_op_err);
-        return fail(cqe_syndrome::rnr_retry_exc_err);  // no receive queues in the model
+        if (!connected) return fail(cqe_syndrome::local_qp_op_err);
+        return fail(cqe_syndrome::rnr_retry_exc_err);  // no receive queues in the model, local or remote
       }
       case opcode::atomic_cs:
       case opcode::atomic_fa:
@@ -572,17 +799,17 @@ class nic {
           return fail(static_cast<cqe_syndrome>(e));
         }
         if (sges.size() != 1 || sges[0].len != size) return fail(cqe_syndrome::local_length_err);
-        if (peer == nullptr) return fail(cqe_syndrome::local_qp_op_err);
-        std::uint64_t const raddr = from_be64(ra.raddr);
-        region const* r = find_region(peer->cfg.pd, from_be32(ra.rkey), true);
-        if (r == nullptr || !in_bounds(*r, raddr, size) || !(r->access & remote_atomic)) {
-          return fail(cqe_syndrome::remote_access_err);
-        }
-        if (raddr % size != 0) return fail(cqe_syndrome::remote_inval_req_err);
+        if (!connected) return fail(cqe_syndrome::local_qp_op_err);
+        fabric::request rq;
+        rq.kind = fabric::op::atomic;
+        rq.atomic_cs = cs ? 1 : 0;
+        rq.rkey = from_be32(ra.rkey);
+        rq.raddr = from_be64(ra.raddr);
+        rq.length = size;
+        // Operands in host order: {swap or add, compare or field boundary, swap mask, compare mask}.
         seg16 const s2 = read_seg(q, index, 2);
-        unsigned char result[8];
         if (size == 8) {
-          std::uint64_t a, b, m_swap = ~0ull, m_cmp = ~0ull, boundary = 0;
+          std::uint64_t a, b, m_swap = ~0ull, m_cmp = ~0ull;
           std::memcpy(&a, &s2.w[0], 8);
           std::memcpy(&b, &s2.w[2], 8);
           a = from_be64(a);
@@ -593,34 +820,30 @@ class nic {
             std::memcpy(&m_cmp, &s3.w[2], 8);
             m_swap = from_be64(m_swap);
             m_cmp = from_be64(m_cmp);
-          } else if (masked) {
-            boundary = b;
+          } else if (!masked && !cs) {
+            b = 0;  // plain fetch-add: one field, no boundary
           }
-          std::uint64_t old;
-          if (cs) {  // a = swap, b = compare
-            old = atomic_rmw<std::uint64_t>(*r, raddr, [&](std::uint64_t v) {
-              return ((v ^ b) & m_cmp) == 0 ? ((v & ~m_swap) | (a & m_swap)) : v;
-            });
-          } else {  // a = add
-            old = atomic_rmw<std::uint64_t>(*r, raddr, [&](std::uint64_t v) { return field_add(v, a, boundary); });
-          }
-          std::memcpy(result, &old, 8);
+          rq.operand[0] = a;
+          rq.operand[1] = b;
+          rq.operand[2] = m_swap;
+          rq.operand[3] = m_cmp;
         } else {
-          std::uint32_t const a = from_be32(s2.w[0]), b = from_be32(s2.w[1]);
-          std::uint32_t const m_swap = from_be32(s2.w[2]), m_cmp = from_be32(s2.w[3]);
+          for (int k = 0; k < 4; ++k) rq.operand[k] = from_be32(s2.w[k]);
+        }
+        if (std::uint8_t const e = forward(q, peer, rq, nullptr, data); e != ok) {
+          return fail(static_cast<cqe_syndrome>(e));
+        }
+        unsigned char result[8];
+        if (size == 8) {
+          std::memcpy(result, data.data(), 8);
+        } else {
           std::uint32_t old;
-          if (cs) {
-            old = atomic_rmw<std::uint32_t>(*r, raddr, [&](std::uint32_t v) {
-              return ((v ^ b) & m_cmp) == 0 ? ((v & ~m_swap) | (a & m_swap)) : v;
-            });
-          } else {
-            old = atomic_rmw<std::uint32_t>(
-                *r, raddr, [&](std::uint32_t v) { return static_cast<std::uint32_t>(field_add(v, a, b, 32)); });
-          }
+          std::memcpy(&old, data.data(), 4);
+          // The requester's NIC decides how a 4-byte result lands in its memory.
           if (cfg_.fetch32_big_endian) old = to_be32(old);
           std::memcpy(result, &old, 4);
         }
-        write_mem(*sges[0].r, sges[0].addr, result, size);
+        write_mem(sges[0].r, sges[0].addr, result, size);
         o.byte_count = size;
         return o;
       }
@@ -713,7 +936,15 @@ class nic {
         if ((w1 >> 8) != q.qpn || ((w0 >> 8) & 0xffffu) != (index & 0xffffu) || ds == 0 || ds > max_wqe_ds) {
           o.syndrome = synd(cqe_syndrome::local_qp_op_err);
         } else {
-          o = execute(q, index, c, ds);
+          try {
+            o = execute(q, index, c, ds);
+          } catch (std::exception const&) {
+            // Memory the region covers could not be accessed (a cudaMemcpy failed, e.g. on a part
+            // of the heap that is not mapped): a protection error for this WQE, as hardware would
+            // report a translation failure; never an exception out of progress().
+            o = outcome{};
+            o.syndrome = synd(cqe_syndrome::local_prot_err);
+          }
         }
         if (o.syndrome != ok) {
           write_cqe(scq, cqe_opcode::req_err, static_cast<std::uint16_t>(index), op, q.qpn, 0, 0, o.syndrome);
@@ -735,16 +966,32 @@ class nic {
   }
 
   nic_config cfg_;
+  // Guarded by mu_ (see the lock order at the top of this file).
   std::mutex mu_;
   std::mt19937_64 rng_;
   std::uint32_t next_pd_ = 0;
-  std::vector<region> regions_;
   std::vector<cq_state> cqs_;
   std::vector<qp_state_rec> qps_;
-  std::map<int, cudaStream_t> streams_;
+  std::map<std::string, std::shared_ptr<fabric::link>> links_;  ///< client connections, by responder address
   nic_stats stats_;
+  // The atomicity domain of this nic as a responder.
+  std::mutex atomic_mu_;
+  // Guarded by regions_mu_.
+  std::mutex regions_mu_;
+  std::vector<region> regions_;
+  std::map<std::uint32_t, std::uint32_t> qp_pds_;  ///< QPN -> PD, for responders
+  // Guarded by streams_mu_.
+  std::mutex streams_mu_;
+  std::map<int, cudaStream_t> streams_;
+  // Statistics bumped by responders, which do not hold mu_.
+  std::atomic<std::uint64_t> atomics_{0}, served_{0};
   std::atomic<bool> running_{false};
   std::thread thread_;
+  // Guarded by server_mu_. Last: destroyed (after stop() already shut it down) before what its
+  // threads use.
+  std::mutex server_mu_;
+  std::string listen_address_;
+  std::unique_ptr<fabric::server> server_;
 };
 
 /// Host memory for one QP and its CQ, laid out as a GPU-resident QP would be (ring, doorbell

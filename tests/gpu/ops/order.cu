@@ -1,11 +1,10 @@
-// NVLinkStore ordering: data before signal (big put_signal / put_signal_nbi from many groups,
-// receivers that see the signal check every word at once), fence (put_nbi data; fence; flag by
-// put / atomic set / signal: a receiver that sees the flag sees the data), quiet (put_nbi data;
-// quiet; flag), over several rounds with data changing every round and acknowledgements so no
-// round overwrites data a receiver is still checking.
-#include "nvlink_common.cuh"
+// The op suite (every transport under test): ordering: data before signal (big put_signal / put_signal_nbi from many
+// groups, receivers that see the signal check every word at once), fence (put_nbi data; fence; flag by put / atomic set
+// / signal: a receiver that sees the flag sees the data), quiet (put_nbi data; quiet; flag), over several rounds with
+// data changing every round and acknowledgements so no round overwrites data a receiver is still checking.
+#include "common.cuh"
 
-using namespace gpucomm::test::nvl;
+using namespace gpucomm::test::ops;
 
 namespace {
 
@@ -112,7 +111,7 @@ void run_dbs(unsigned sender_blocks, unsigned receiver_blocks, unsigned block, u
   w.barrier();
   gpucomm::test::for_each_local_pe(w, [&](int pe) {
     dbs_args a{
-        w.comm<gpucomm::NVLinkStore>(pe), data.ptr(pe), sig.ptr(pe),   ack.ptr(pe), src.ptr(pe).get(),   words, rounds,
+        w.comm<transport_under_test>(pe), data.ptr(pe), sig.ptr(pe),   ack.ptr(pe), src.ptr(pe).get(),   words, rounds,
         static_cast<int>(sender_blocks),  nbi,          per_group_set, salt,        errors.ptr(pe).get()};
     dbs_kernel<M><<<sender_blocks + receiver_blocks, block, 0, w.stream(pe)>>>(a);
   });
@@ -224,7 +223,7 @@ void run_fq(unsigned block, std::size_t L, int rounds, int mode, std::uint64_t s
   }
   w.barrier();
   gpucomm::test::for_each_local_pe(w, [&](int pe) {
-    fq_args a{w.comm<gpucomm::NVLinkStore>(pe),
+    fq_args a{w.comm<transport_under_test>(pe),
               A.ptr(pe),
               flags.ptr(pe),
               stage.ptr(pe).get(),
@@ -261,40 +260,40 @@ void run_fq(unsigned block, std::size_t L, int rounds, int mode, std::uint64_t s
 
 }  // namespace
 
-TEST_CASE("nvlink data before signal: 8 MiB put_signal from many blocks, add", "[gpu][nvlink][order][signal]") {
+TEST_CASE("data before signal: 8 MiB put_signal from many blocks, add", "[gpu][ops][order][signal]") {
   run_dbs<mk_block>(8, 4, 256, 1, std::size_t{2} << 20, 6, false, false, 1001);
 }
-TEST_CASE("nvlink data before signal: put_signal_nbi from many warps, set per warp", "[gpu][nvlink][order][signal]") {
+TEST_CASE("data before signal: put_signal_nbi from many warps, set per warp", "[gpu][ops][order][signal]") {
   run_dbs<mk_tile<32>>(4, 4, 256, 8, std::size_t{2} << 20, 6, true, true, 1002);
 }
-TEST_CASE("nvlink data before signal: put_signal from many warps, add", "[gpu][nvlink][order][signal]") {
+TEST_CASE("data before signal: put_signal from many warps, add", "[gpu][ops][order][signal]") {
   run_dbs<mk_tile<32>>(4, 2, 256, 8, std::size_t{1} << 20, 6, false, false, 1003);
 }
-TEST_CASE("nvlink data before signal: single threads", "[gpu][nvlink][order][signal]") {
+TEST_CASE("data before signal: single threads", "[gpu][ops][order][signal]") {
   run_dbs<mk_single>(1, 2, 64, 64, std::size_t{64} << 10, 6, false, false, 1004);
   run_dbs<mk_single>(1, 2, 64, 64, std::size_t{64} << 10, 6, true, true, 1005);
 }
-TEST_CASE("nvlink data before signal: user lane_pair and no-shfl groups", "[gpu][nvlink][order][signal]") {
+TEST_CASE("data before signal: user lane_pair and no-shfl groups", "[gpu][ops][order][signal]") {
   run_dbs<mk_pair>(1, 2, 64, 32, std::size_t{128} << 10, 4, true, false, 1006);
   run_dbs<mk_bar64>(2, 2, 256, 4, std::size_t{512} << 10, 4, false, true, 1007);
 }
-TEST_CASE("nvlink data before signal: small, thread_block_tile<32>", "[gpu][nvlink][order][signal][sanitize]") {
+TEST_CASE("data before signal: small, thread_block_tile<32>", "[gpu][ops][order][signal][sanitize]") {
   run_dbs<mk_tile<32>>(1, 1, 64, 2, 4096, 3, false, false, 1008);
 }
 
-TEST_CASE("nvlink fence orders put_nbi data before the flag", "[gpu][nvlink][order]") {
+TEST_CASE("fence orders put_nbi data before the flag", "[gpu][ops][order]") {
   run_fq<mk_block>(256, 16384, 30, mode_fence, 1101);
   run_fq<mk_tile<32>>(32, 4096, 30, mode_fence, 1102);
   run_fq<mk_single>(32, 512, 30, mode_fence, 1103);
   run_fq<mk_tile<4>>(32, 1024, 30, mode_fence, 1104);
 }
-TEST_CASE("nvlink quiet completes put_nbi data before the flag", "[gpu][nvlink][order]") {
+TEST_CASE("quiet completes put_nbi data before the flag", "[gpu][ops][order]") {
   run_fq<mk_block>(256, 16384, 30, mode_quiet, 1201);
   run_fq<mk_tile<32>>(32, 4096, 30, mode_quiet, 1202);
   run_fq<mk_single>(32, 512, 30, mode_quiet, 1203);
   run_fq<mk_tile<4>>(32, 1024, 30, mode_quiet, 1204);
 }
-TEST_CASE("nvlink sanitize: fence and quiet, small", "[gpu][nvlink][order][sanitize]") {
+TEST_CASE("sanitize: fence and quiet, small", "[gpu][ops][order][sanitize]") {
   run_fq<mk_tile<32>>(32, 64, 3, mode_fence, 1301);
   run_fq<mk_block>(64, 64, 3, mode_quiet, 1302);
 }

@@ -1,12 +1,11 @@
-// NVLinkStore barrier and remote(): thousands of barriers in one kernel with data that changes
-// every round (every PE writes the round's values into every PE by remote() stores, put or
-// put_nbi, one barrier, every PE checks every PE's values; double-buffered so the next round's
-// writes also test that the barrier orders reads before peers' later writes), with block, warp,
-// single-thread, tile<4>, user and partial-warp groups; barriers across many kernel launches; direct
-// loads and stores through comm::remote().
-#include "nvlink_common.cuh"
+// The op suite (every transport under test): barrier and remote(): thousands of barriers in one kernel with data that
+// changes every round (every PE writes the round's values into every PE by remote() stores, put or put_nbi, one
+// barrier, every PE checks every PE's values; double-buffered so the next round's writes also test that the barrier
+// orders reads before peers' later writes), with block, warp, single-thread, tile<4>, user and partial-warp groups;
+// barriers across many kernel launches; direct loads and stores through comm::remote().
+#include "common.cuh"
 
-using namespace gpucomm::test::nvl;
+using namespace gpucomm::test::ops;
 
 namespace {
 
@@ -40,10 +39,13 @@ __global__ void barrier_kernel(bar_args a) {
   for (int r = a.first_round; r < a.first_round + a.rounds; ++r) {
     int const buf = r & 1;
     auto const mine = a.slots + static_cast<std::ptrdiff_t>((buf * npes + me) * W);
-    int const mode = r % 3;
+    // Direct remote() stores only where every peer is reached by load/store.
+    int const mode = GPUCOMM_TEST_DIRECT ? r % 3 : 1 + r % 2;
     if (mode == 0) {
-      for (int i = static_cast<int>(rank); i < n; i += static_cast<int>(size))
-        a.c.remote(mine + i % W, i / W)[0] = bval(a.salt, r, me, i / W, i % W);
+      if constexpr (GPUCOMM_TEST_DIRECT) {
+        for (int i = static_cast<int>(rank); i < n; i += static_cast<int>(size))
+          a.c.remote(mine + i % W, i / W)[0] = bval(a.salt, r, me, i / W, i % W);
+      }
     } else {
       for (int i = static_cast<int>(rank); i < n; i += static_cast<int>(size))
         a.stage[i] = bval(a.salt, r, me, i / W, i % W);
@@ -74,7 +76,7 @@ void run_barrier_rounds(unsigned block, int rounds, int launches, std::uint64_t 
   w.barrier();
   for (int l = 0; l < launches; ++l) {
     for_each_local_pe(w, [&](int pe) {
-      bar_args a{w.comm<gpucomm::NVLinkStore>(pe),
+      bar_args a{w.comm<transport_under_test>(pe),
                  slots.ptr(pe),
                  stage.ptr(pe).get(),
                  l * rounds,
@@ -103,6 +105,7 @@ void run_barrier_rounds(unsigned block, int rounds, int launches, std::uint64_t 
 }
 
 // ---- remote() -----------------------------------------------------------------------------------
+#if GPUCOMM_TEST_DIRECT
 
 __host__ __device__ inline std::uint32_t rval32(int from, int at, std::size_t i) {
   return static_cast<std::uint32_t>(mix(3131, static_cast<std::uint64_t>(from * 64 + at), i));
@@ -149,35 +152,39 @@ __global__ void remote_kernel(remote_args a) {
   report(a.errors, bad);
   report(a.errors + 1, bad_ptr);
 }
+#endif
 
 }  // namespace
 
-TEST_CASE("nvlink barrier: 4000 rounds, thread_block", "[gpu][nvlink][barrier]") {
-  run_barrier_rounds<mk_block>(256, 4000, 1, 2001);
+TEST_CASE("barrier: 4000 rounds (400 through the NIC model), thread_block", "[gpu][ops][barrier]") {
+  run_barrier_rounds<mk_block>(256, 4000 / model_slowdown, 1, 2001);
 }
-TEST_CASE("nvlink barrier: 4000 rounds, thread_block_tile<32>", "[gpu][nvlink][barrier]") {
-  run_barrier_rounds<mk_tile<32>>(64, 4000, 1, 2002);
+TEST_CASE("barrier: 4000 rounds (400 through the NIC model), thread_block_tile<32>", "[gpu][ops][barrier]") {
+  run_barrier_rounds<mk_tile<32>>(64, 4000 / model_slowdown, 1, 2002);
 }
-TEST_CASE("nvlink barrier: 4000 rounds, this_thread()", "[gpu][nvlink][barrier]") {
-  run_barrier_rounds<mk_single>(32, 4000, 1, 2003);
+TEST_CASE("barrier: 4000 rounds (400 through the NIC model), this_thread()", "[gpu][ops][barrier]") {
+  run_barrier_rounds<mk_single>(32, 4000 / model_slowdown, 1, 2003);
 }
-TEST_CASE("nvlink barrier: 1000 rounds each, tile<4>, lane_pair, even-lane coalesced, no-shfl user group",
-          "[gpu][nvlink][barrier]") {
-  run_barrier_rounds<mk_tile<4>>(32, 1000, 1, 2004);
-  run_barrier_rounds<mk_pair>(32, 1000, 1, 2005);
-  run_barrier_rounds<mk_coalesced_even>(32, 1000, 1, 2006);
-  run_barrier_rounds<mk_bar64>(128, 1000, 1, 2007);
+TEST_CASE(
+    "barrier: 1000 rounds each (100 through the NIC model), tile<4>, lane_pair, even-lane coalesced, no-shfl user "
+    "group",
+    "[gpu][ops][barrier]") {
+  run_barrier_rounds<mk_tile<4>>(32, 1000 / model_slowdown, 1, 2004);
+  run_barrier_rounds<mk_pair>(32, 1000 / model_slowdown, 1, 2005);
+  run_barrier_rounds<mk_coalesced_even>(32, 1000 / model_slowdown, 1, 2006);
+  run_barrier_rounds<mk_bar64>(128, 1000 / model_slowdown, 1, 2007);
 }
-TEST_CASE("nvlink barrier: one barrier per kernel over 300 launches", "[gpu][nvlink][barrier]") {
-  run_barrier_rounds<mk_block>(128, 1, 300, 2008);
-  run_barrier_rounds<mk_single>(32, 2, 150, 2009);  // epochs carry over between group kinds
+TEST_CASE("barrier: one barrier per kernel over 300 launches (30 through the NIC model)", "[gpu][ops][barrier]") {
+  run_barrier_rounds<mk_block>(128, 1, 300 / model_slowdown, 2008);
+  run_barrier_rounds<mk_single>(32, 2, 150 / model_slowdown, 2009);  // epochs carry over between group kinds
 }
-TEST_CASE("nvlink sanitize: barrier, small", "[gpu][nvlink][barrier][sanitize]") {
+TEST_CASE("sanitize: barrier, small", "[gpu][ops][barrier][sanitize]") {
   run_barrier_rounds<mk_block>(64, 30, 1, 2010);
   run_barrier_rounds<mk_tile<32>>(32, 30, 1, 2011);
 }
 
-TEST_CASE("nvlink remote(): direct stores to and loads from every PE", "[gpu][nvlink][put][get]") {
+#if GPUCOMM_TEST_DIRECT
+TEST_CASE("remote(): direct stores to and loads from every PE", "[gpu][ops][put][get]") {
   auto& w = gpucomm::test::the_world();
   int const npes = w.npes();
   std::size_t const N = 100003;  // odd
@@ -190,7 +197,7 @@ TEST_CASE("nvlink remote(): direct stores to and loads from every PE", "[gpu][nv
   }
   w.barrier();
   for_each_local_pe(w, [&](int pe) {
-    remote_args a{w.comm<gpucomm::NVLinkStore>(pe), a32.ptr(pe), a8.ptr(pe), N, errors.ptr(pe).get()};
+    remote_args a{w.comm<transport_under_test>(pe), a32.ptr(pe), a8.ptr(pe), N, errors.ptr(pe).get()};
     remote_kernel<<<1, 512, 0, w.stream(pe)>>>(a);
   });
   finish(w);
@@ -215,3 +222,4 @@ TEST_CASE("nvlink remote(): direct stores to and loads from every PE", "[gpu][nv
   }
   w.barrier();
 }
+#endif

@@ -1,5 +1,6 @@
 #pragma once
-// Shared pieces of the NVLinkStore GPU tests (tests/gpu/nvlink_*.cu):
+// Shared pieces of the op suite (tests/gpu/ops/*.cu), built once per transport under test
+// (harness.cuh: transport_under_test):
 //   - group "makers": one per calling-group kind (thread_block, thread_block_tile<N>,
 //     coalesced_group full / partial / odd-sized, gpucomm::this_thread(), and two user-defined
 //     groups: a lane pair with shfl and a 64-thread named-barrier group without shfl), each
@@ -25,12 +26,14 @@
 #include <string>
 #include <vector>
 
-#include "harness.cuh"
+#include "../harness.cuh"
 
-namespace gpucomm::test::nvl {
+namespace gpucomm::test::ops {
 
 namespace cg = cooperative_groups;
-using comm_t = gpucomm::comm<gpucomm::NVLinkStore>;
+using gpucomm::test::model_slowdown;
+using gpucomm::test::transport_under_test;
+using comm_t = gpucomm::comm<transport_under_test>;
 using gpucomm::signal_t;
 using gpucomm::sym_ptr;
 using gpucomm::test::finish;
@@ -612,7 +615,7 @@ void run_copy_matrix(matrix_opts o) {
   }
   w.barrier();  // every PE initialised before any PE writes into or reads from a peer
   for_each_local_pe(w, [&](int pe) {
-    copy_args a{w.comm<gpucomm::NVLinkStore>(pe),  src.ptr(pe), dst.ptr(pe),         sigs.ptr(pe), jobs.ptr(pe).get(),
+    copy_args a{w.comm<transport_under_test>(pe),  src.ptr(pe), dst.ptr(pe),         sigs.ptr(pe), jobs.ptr(pe).get(),
                 static_cast<int>(mine[pe].size()), o.salt,      errors.ptr(pe).get()};
     copy_matrix_kernel<M, Elems, Ops><<<o.grid, o.block, 0, w.stream(pe)>>>(a);
   });
@@ -634,4 +637,4 @@ void run_copy_matrix(matrix_opts o) {
   w.barrier();  // nobody frees (collectively) while a peer still checks
 }
 
-}  // namespace gpucomm::test::nvl
+}  // namespace gpucomm::test::ops

@@ -1,15 +1,13 @@
-// NVLinkStore put / get / put_signal matrix, part A: thread_block and thread_block_tile<32/4/1>;
-// many groups of every PE hitting one PE; the small [sanitize] matrix.
-// Every job: one op of {put, put_nbi, get, get_nbi, put_signal, put_signal_nbi} x every target PE
-// (self included) x random byte size (0, 1, odd, mid, several MiB) x independent src / dst byte
-// misalignment (so every vector path of the copy, 16/8/4/2/1 bytes, runs); element types other
-// than bytes are in nvlink_types.cu
-// x independent src / dst misalignment; every byte of every PE's arenas checked on the host
-// (guards and sources included), every get's destination checked on the device when the op
+// The op suite (every transport under test): put / get / put_signal matrix, part A: thread_block and
+// thread_block_tile<32/4/1>; many groups of every PE hitting one PE; the small [sanitize] matrix. Every job: one op of
+// {put, put_nbi, get, get_nbi, put_signal, put_signal_nbi} x every target PE (self included) x random byte size (0, 1,
+// odd, mid, several MiB) x independent src / dst byte misalignment (so every vector path of the copy, 16/8/4/2/1 bytes,
+// runs); element types other than bytes are in types.cu x independent src / dst misalignment; every byte of every PE's
+// arenas checked on the host (guards and sources included), every get's destination checked on the device when the op
 // returns (blocking) or after quiet (nbi).
-#include "nvlink_common.cuh"
+#include "common.cuh"
 
-using namespace gpucomm::test::nvl;
+using namespace gpucomm::test::ops;
 
 namespace {
 
@@ -32,31 +30,31 @@ constexpr std::size_t KiB = 1024, MiB = 1024 * 1024;
 
 }  // namespace
 
-TEST_CASE("nvlink put/get matrix: thread_block", "[gpu][nvlink][put][get][signal]") {
+TEST_CASE("put/get matrix: thread_block", "[gpu][ops][put][get][signal]") {
   run_copy_matrix<mk_block>(heavy(101, 6, 256, 3, 2 * MiB, 6 * MiB));
 }
 
-TEST_CASE("nvlink put/get matrix: thread_block of 1024 threads", "[gpu][nvlink][put][get]") {
+TEST_CASE("put/get matrix: thread_block of 1024 threads", "[gpu][ops][put][get]") {
   auto o = heavy(102, 2, 1024, 1, 3 * MiB, 5 * MiB);
   o.jobs_per_pe /= 2;
   run_copy_matrix<mk_block>(o);
 }
 
-TEST_CASE("nvlink put/get matrix: thread_block_tile<32>", "[gpu][nvlink][put][get][signal]") {
+TEST_CASE("put/get matrix: thread_block_tile<32>", "[gpu][ops][put][get][signal]") {
   run_copy_matrix<mk_tile<32>>(heavy(103, 3, 256, 2, 2 * MiB, 4 * MiB));
 }
 
-TEST_CASE("nvlink put/get matrix: thread_block_tile<4>", "[gpu][nvlink][put][get][signal]") {
+TEST_CASE("put/get matrix: thread_block_tile<4>", "[gpu][ops][put][get][signal]") {
   run_copy_matrix<mk_tile<4>>(heavy(104, 2, 128, 2, 256 * KiB, 512 * KiB));
 }
 
-TEST_CASE("nvlink put/get matrix: thread_block_tile<1>", "[gpu][nvlink][put][get][signal]") {
+TEST_CASE("put/get matrix: thread_block_tile<1>", "[gpu][ops][put][get][signal]") {
   auto o = heavy(105, 2, 128, 1, 64 * KiB, 128 * KiB);
   o.mid_max_bytes = 8192;
   run_copy_matrix<mk_tile<1>>(o);
 }
 
-TEST_CASE("nvlink many warps of every PE put into one PE at once", "[gpu][nvlink][put][order]") {
+TEST_CASE("many warps of every PE put into one PE at once", "[gpu][ops][put][order]") {
   int const npes = gpucomm::test::the_world().npes();
   for (int target = 0; target < npes; ++target) {
     matrix_opts o;
@@ -71,7 +69,7 @@ TEST_CASE("nvlink many warps of every PE put into one PE at once", "[gpu][nvlink
   }
 }
 
-TEST_CASE("nvlink many warps of every PE get from one PE at once", "[gpu][nvlink][get]") {
+TEST_CASE("many warps of every PE get from one PE at once", "[gpu][ops][get]") {
   int const npes = gpucomm::test::the_world().npes();
   matrix_opts o;
   o.salt = 300;
@@ -84,7 +82,7 @@ TEST_CASE("nvlink many warps of every PE get from one PE at once", "[gpu][nvlink
   run_copy_matrix<mk_tile<32>>(o);
 }
 
-TEST_CASE("nvlink sanitize: small put/get matrix", "[gpu][nvlink][put][get][signal][sanitize]") {
+TEST_CASE("sanitize: small put/get matrix", "[gpu][ops][put][get][signal][sanitize]") {
   int const npes = gpucomm::test::the_world().npes();
   matrix_opts o;
   o.salt = 400;

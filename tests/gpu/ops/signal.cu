@@ -1,10 +1,9 @@
-// NVLinkStore signals: wait_until with each of the six comparisons being the one that releases
-// the waiter (with values the wrong signedness or width would get wrong), the value returned to
-// every thread of the group, signal / put_signal set and add from many groups of every PE onto
-// one PE, checked exactly.
-#include "nvlink_common.cuh"
+// The op suite (every transport under test): signals: wait_until with each of the six comparisons being the one that
+// releases the waiter (with values the wrong signedness or width would get wrong), the value returned to every thread
+// of the group, signal / put_signal set and add from many groups of every PE onto one PE, checked exactly.
+#include "common.cuh"
 
-using namespace gpucomm::test::nvl;
+using namespace gpucomm::test::ops;
 
 namespace {
 
@@ -131,7 +130,7 @@ void run_cmp(unsigned grid, unsigned block) {
   }
   w.barrier();
   gpucomm::test::for_each_local_pe(w, [&](int pe) {
-    cmp_args a{w.comm<gpucomm::NVLinkStore>(pe),
+    cmp_args a{w.comm<transport_under_test>(pe),
                sigs.ptr(pe),
                data.ptr(pe),
                src.ptr(pe).get(),
@@ -217,7 +216,7 @@ void run_storm(unsigned grid, unsigned block, unsigned groups_per_block, int ite
     w.barrier();
     gpucomm::test::for_each_local_pe(w, [&](int pe) {
       storm_args a{
-          w.comm<gpucomm::NVLinkStore>(pe), sigs.ptr(pe), data.ptr(pe), src.ptr(pe).get(), target, iters, salt};
+          w.comm<transport_under_test>(pe), sigs.ptr(pe), data.ptr(pe), src.ptr(pe).get(), target, iters, salt};
       storm_kernel<M><<<grid, block, 0, w.stream(pe)>>>(a);
     });
     gpucomm::test::finish(w);
@@ -252,31 +251,28 @@ void run_storm(unsigned grid, unsigned block, unsigned groups_per_block, int ite
 
 }  // namespace
 
-TEST_CASE("nvlink wait_until: all six comparisons, this_thread() and the one-thread form",
-          "[gpu][nvlink][signal][sanitize]") {
+TEST_CASE("wait_until: all six comparisons, this_thread() and the one-thread form", "[gpu][ops][signal][sanitize]") {
   run_cmp<mk_single>(2, 32);
 }
-TEST_CASE("nvlink wait_until: all six comparisons, thread_block_tile<32>", "[gpu][nvlink][signal]") {
+TEST_CASE("wait_until: all six comparisons, thread_block_tile<32>", "[gpu][ops][signal]") {
   run_cmp<mk_tile<32>>(4, 64);
 }
-TEST_CASE("nvlink wait_until: all six comparisons, thread_block", "[gpu][nvlink][signal][sanitize]") {
+TEST_CASE("wait_until: all six comparisons, thread_block", "[gpu][ops][signal][sanitize]") {
   run_cmp<mk_block>(7, 128);
 }
-TEST_CASE("nvlink wait_until: all six comparisons, user lane_pair", "[gpu][nvlink][signal]") {
-  run_cmp<mk_pair>(2, 32);
-}
-TEST_CASE("nvlink wait_until: all six comparisons, coalesced_group of even lanes", "[gpu][nvlink][signal]") {
+TEST_CASE("wait_until: all six comparisons, user lane_pair", "[gpu][ops][signal]") { run_cmp<mk_pair>(2, 32); }
+TEST_CASE("wait_until: all six comparisons, coalesced_group of even lanes", "[gpu][ops][signal]") {
   run_cmp<mk_coalesced_even>(4, 64);
 }
-TEST_CASE("nvlink wait_until: all six comparisons, user group without shfl", "[gpu][nvlink][signal]") {
+TEST_CASE("wait_until: all six comparisons, user group without shfl", "[gpu][ops][signal]") {
   run_cmp<mk_bar64>(4, 128);
 }
-TEST_CASE("nvlink signal storm: many warps of every PE signal one PE", "[gpu][nvlink][signal]") {
+TEST_CASE("signal storm: many warps of every PE signal one PE", "[gpu][ops][signal]") {
   run_storm<mk_tile<32>>(8, 256, 8, 20);
 }
-TEST_CASE("nvlink signal storm: many single threads of every PE signal one PE", "[gpu][nvlink][signal]") {
+TEST_CASE("signal storm: many single threads of every PE signal one PE", "[gpu][ops][signal]") {
   run_storm<mk_single>(4, 128, 128, 4);
 }
-TEST_CASE("nvlink signal storm: coalesced groups by lane % 3", "[gpu][nvlink][signal]") {
+TEST_CASE("signal storm: coalesced groups by lane % 3", "[gpu][ops][signal]") {
   run_storm<mk_coalesced_mod3>(4, 128, 12, 10);
 }

@@ -1,9 +1,9 @@
-// NVLinkStore put / get / put_signal matrix, part B: this_thread(), a user-defined lane-pair group,
-// a partial-warp coalesced_group (even lanes only) and a user-defined 64-thread named-barrier
-// group without shfl; many single threads of every PE hitting one PE.
-#include "nvlink_common.cuh"
+// The op suite (every transport under test): put / get / put_signal matrix, part B: this_thread(), a user-defined
+// lane-pair group, a partial-warp coalesced_group (even lanes only) and a user-defined 64-thread named-barrier group
+// without shfl; many single threads of every PE hitting one PE.
+#include "common.cuh"
 
-using namespace gpucomm::test::nvl;
+using namespace gpucomm::test::ops;
 
 namespace {
 
@@ -26,23 +26,23 @@ matrix_opts opts(std::uint64_t salt, unsigned grid, unsigned block, int large_jo
 
 }  // namespace
 
-TEST_CASE("nvlink put/get matrix: this_thread()", "[gpu][nvlink][put][get][signal]") {
+TEST_CASE("put/get matrix: this_thread()", "[gpu][ops][put][get][signal]") {
   run_copy_matrix<mk_single>(opts(501, 2, 64, 1, 64 * KiB, 128 * KiB, 8192));
 }
 
-TEST_CASE("nvlink put/get matrix: user lane_pair group", "[gpu][nvlink][put][get][signal]") {
+TEST_CASE("put/get matrix: user lane_pair group", "[gpu][ops][put][get][signal]") {
   run_copy_matrix<mk_pair>(opts(502, 2, 64, 1, 128 * KiB, 256 * KiB, 8192));
 }
 
-TEST_CASE("nvlink put/get matrix: coalesced_group of even lanes", "[gpu][nvlink][put][get][signal]") {
+TEST_CASE("put/get matrix: coalesced_group of even lanes", "[gpu][ops][put][get][signal]") {
   run_copy_matrix<mk_coalesced_even>(opts(503, 2, 128, 2, 512 * KiB, 1024 * KiB, 16384));
 }
 
-TEST_CASE("nvlink put/get matrix: user 64-thread named-barrier group", "[gpu][nvlink][put][get][signal]") {
+TEST_CASE("put/get matrix: user 64-thread named-barrier group", "[gpu][ops][put][get][signal]") {
   run_copy_matrix<mk_bar64>(opts(504, 2, 256, 2, 1024 * KiB, 2048 * KiB, 16384));
 }
 
-TEST_CASE("nvlink many single threads of every PE write into one PE at once", "[gpu][nvlink][put][signal]") {
+TEST_CASE("many single threads of every PE write into one PE at once", "[gpu][ops][put][signal]") {
   int const npes = gpucomm::test::the_world().npes();
   matrix_opts o;
   o.salt = 510;

@@ -1,0 +1,300 @@
+#pragma once
+// IBGDAPost's host half: per local PE, a protection domain, the symmetric heap registered with the
+// NIC, `qps_per_peer` RC QPs to every PE (itself included) connected through the bootstrap, the
+// result slots of fetching operations, and the device tables the kernels read.
+//
+// The NIC is the one world_options::nic / GPUCOMM_NIC names:
+//   model     the software NIC (verbs_gpu/model), a test and development tool. Its QPs' rings,
+//             doorbell records, doorbells and CQs live in mapped pinned host memory, which the
+//             model reads and the GPU writes; counters and result slots live in GPU memory. A
+//             single-process world uses one model for all its PEs; with one process per GPU each
+//             process runs one, and they serve each other's RDMA over host-local sockets, so every
+//             operation on a PE's memory is executed by that PE's model (one atomicity domain).
+//   hardware  the mlx5 device closest to each GPU. Not available in this version: the error says
+//             which device was found; see docs/ibgda.md.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../../error.hpp"
+#include "../../host/world.hpp"
+#include "../../verbs_gpu/model/nic_model.hpp"
+#include "../../verbs_gpu/send_queue.cuh"
+#include "ibgda_state.hpp"
+#include "nic_select.hpp"
+
+namespace gpucomm::detail {
+
+class ibgda_host {
+ public:
+  /// log2 of each send queue's depth in WQEBBs.
+  static constexpr std::uint32_t log_depth = 12;
+
+  explicit ibgda_host(world& w) : world_(&w) {
+    int const first = w.local_pes().front();
+    nic_choice const choice = resolve_nic_choice(w.options().nic, std::getenv("GPUCOMM_NIC"), first);
+    qps_per_peer_ = qps_per_peer_from(w.options().qps_per_peer, first);
+    if (choice != nic_choice::model) refuse_hardware(w, first);
+    set_up_model();
+  }
+
+  ibgda_host(ibgda_host const&) = delete;
+  ibgda_host& operator=(ibgda_host const&) = delete;
+
+  ~ibgda_host() {
+    // Peers' models may still execute operations on our memory until every process is here.
+    if (world_->one_process_per_gpu()) world_->bootstrap().barrier();
+    nic_.reset();  // stops the model's threads before the memory they read goes
+    for (auto& l : locals_) {
+      cudaSetDevice(l.device);
+      for (void* p : {static_cast<void*>(l.queues), static_cast<void*>(l.peers), static_cast<void*>(l.results),
+                      static_cast<void*>(l.counters)}) {
+        cudaFree(p);
+      }
+      if (l.queue_memory != nullptr) cudaFreeHost(l.queue_memory);
+    }
+  }
+
+  ibgda_state device_state_for(int pe) const {
+    local const& l = local_of(pe);
+    auto const control = world_->control_block(pe);
+    ibgda_state s;
+    s.queues = l.queues;
+    s.peers = l.peers;
+    s.local_base = l.slot;
+    s.local_bytes = world_->heap_layout().stride;
+    s.lkey_wire = verbs_gpu::to_be32(l.heap_key.lkey);
+    s.qps_per_peer = static_cast<std::uint32_t>(qps_per_peer_);
+    s.results = l.results;
+    s.results_lkey_wire = verbs_gpu::to_be32(l.results_key.lkey);
+    s.barrier_epoch = control.barrier_epoch;
+    s.barrier_flags = control.barrier_flags;
+    return s;
+  }
+
+  /// IBGDAPost reaches every PE (composite transports ask).
+  bool reaches(int, int) const { return true; }
+  ibgda_state routed_state_for(int pe) const { return device_state_for(pe); }
+
+  /// Throws a gpucomm::error for the first failed operation recorded on any local QP: the PE, the
+  /// peer, the operation and the completion's syndrome. world::synchronize() calls it.
+  void check_errors() const {
+    for (auto const& l : locals_) {
+      std::vector<verbs_gpu::qp_counters> counters(l.host_queues.size());
+      GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
+      GPUCOMM_CUDA_CHECK(cudaMemcpy(counters.data(), l.counters, counters.size() * sizeof(verbs_gpu::qp_counters),
+                                    cudaMemcpyDeviceToHost),
+                         l.pe);
+      for (std::size_t i = 0; i < counters.size(); ++i) {
+        if (counters[i].error == 0) continue;
+        verbs_gpu::cq_error const e = verbs_gpu::cq_error::unpack(counters[i].error);
+        int const peer = static_cast<int>(i) / qps_per_peer_;
+        char vendor[8];
+        std::snprintf(vendor, sizeof(vendor), "0x%02x", e.vendor_syndrome);
+        throw error("IBGDAPost", l.pe,
+                    std::string("the ") + e.wqe_opcode_str() + " from PE " + std::to_string(l.pe) + " to PE " +
+                        std::to_string(peer) + " (QP " + std::to_string(i % qps_per_peer_) + ") completed with " +
+                        e.opcode_str() + ", syndrome " + e.syndrome_str() + " (vendor syndrome " + vendor + ", WQE " +
+                        std::to_string(e.wqe_counter) + ")",
+                    std::string(e.syndrome == static_cast<std::uint8_t>(verbs_gpu::cqe_syndrome::wr_flush_err)
+                                    ? "a flush error means an earlier operation on this queue failed and a later "
+                                      "completion overwrote its own (the CQ keeps one entry); "
+                                    : "") +
+                        "the target must lie inside the symmetric heap of a world that is still alive; the queue "
+                        "stays in error, so build a new world to go on");
+      }
+    }
+  }
+
+ private:
+  struct queue_host {
+    std::uint32_t qpn = 0;
+    verbs_gpu::send_queue sq{};
+  };
+  struct local {
+    int pe = 0;
+    int device = 0;
+    char* slot = nullptr;
+    std::uint32_t pd = 0;
+    verbs_gpu::model::memory_key heap_key{}, results_key{};
+    void* queue_memory = nullptr;  // mapped pinned: rings, then per queue a 256-byte control block
+    verbs_gpu::qp_counters* counters = nullptr;
+    verbs_gpu::send_queue* queues = nullptr;
+    ibgda_peer* peers = nullptr;
+    std::uint64_t* results = nullptr;
+    std::vector<queue_host> host_queues;  // [peer * qps_per_peer + k]
+  };
+
+  static int qps_per_peer_from(int option, int pe) {
+    if (option > 0) return option;
+    if (option < 0)
+      throw error("IBGDAPost", pe, "world_options::qps_per_peer is negative", "give 0 (default) or a count >= 1");
+    if (char const* env = std::getenv("GPUCOMM_QPS_PER_PEER")) {
+      char* end = nullptr;
+      long const v = std::strtol(env, &end, 10);
+      if (end == env || *end != '\0' || v < 1 || v > 64) {
+        throw error("IBGDAPost", pe, std::string("GPUCOMM_QPS_PER_PEER=") + env + " is not a count from 1 to 64",
+                    "set it to the number of RC QPs per peer, e.g. 2");
+      }
+      return static_cast<int>(v);
+    }
+    return 2;
+  }
+
+  [[noreturn]] static void refuse_hardware(world& w, int pe) {
+    char bus[32] = {};
+    GPUCOMM_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), w.device(pe)), pe);
+    std::string const nic = closest_nic(bus);
+    throw error("world::comm<IBGDAPost>", pe,
+                nic.empty() ? std::string("a hardware NIC was asked for (world_options::nic or GPUCOMM_NIC), but no "
+                                          "InfiniBand/RoCE device is visible under /sys/class/infiniband")
+                            : "the closest NIC to GPU " + std::string(bus) + " is " + nic +
+                                  ", but this version of IBGDAPost drives only the software NIC model: GPU-posted "
+                                  "QPs on real mlx5 hardware are not set up yet (docs/ibgda.md)",
+                "to test without a NIC set GPUCOMM_NIC=model (or world_options::nic = nic_choice::model); the "
+                "model is a test and development tool, never a silent fallback");
+  }
+
+  local const& local_of(int pe) const {
+    for (auto const& l : locals_)
+      if (l.pe == pe) return l;
+    throw error("world::comm<IBGDAPost>", pe, "PE " + std::to_string(pe) + " is not owned by this process",
+                "ask only for the PEs in local_pes()");
+  }
+
+  std::string address_of(int pe) const {
+    char name[96];
+    std::snprintf(name, sizeof(name), "gpucomm-nic-%016llx-%d", static_cast<unsigned long long>(world_->session_id()),
+                  pe);
+    return name;
+  }
+
+  void set_up_model() {
+    namespace vg = verbs_gpu;
+    namespace vm = verbs_gpu::model;
+    world& w = *world_;
+    int const npes = w.npes();
+    std::size_t const nq = static_cast<std::size_t>(npes) * qps_per_peer_;
+    std::size_t const ring_bytes = std::size_t{vg::wqebb_size} << log_depth;
+    constexpr std::size_t control_bytes = 256;  // cqe [0, 64), QP dbrec 64, CQ dbrec 128, doorbell 192
+    nic_ = std::make_unique<vm::nic>();
+    bool const multi = w.one_process_per_gpu();
+    if (multi) nic_->listen(address_of(w.local_pes().front()));
+
+    for (int pe : w.local_pes()) {
+      local l;
+      l.pe = pe;
+      l.device = w.device(pe);
+      l.slot = w.heap_layout().base + static_cast<std::size_t>(pe) * w.heap_layout().stride;
+      GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), pe);
+      l.pd = nic_->alloc_pd();
+      l.heap_key = nic_->register_memory(l.pd, l.slot, w.heap_layout().stride, vm::all_access, nullptr, l.device);
+      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.results), (nq << log_depth) * sizeof(std::uint64_t)),
+                         pe);
+      l.results_key = nic_->register_memory(l.pd, l.results, (nq << log_depth) * sizeof(std::uint64_t), vm::local_write,
+                                            nullptr, l.device);
+      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.counters), nq * sizeof(vg::qp_counters)), pe);
+      GPUCOMM_CUDA_CHECK(cudaMemset(l.counters, 0, nq * sizeof(vg::qp_counters)), pe);
+      std::size_t const bytes = nq * (ring_bytes + control_bytes);
+      GPUCOMM_CUDA_CHECK(cudaHostAlloc(&l.queue_memory, bytes, cudaHostAllocMapped | cudaHostAllocPortable), pe);
+      std::memset(l.queue_memory, 0, bytes);
+      auto* mem = static_cast<unsigned char*>(l.queue_memory);
+      for (std::size_t i = 0; i < nq; ++i) {
+        auto* ring = mem + i * ring_bytes;
+        auto* control = mem + nq * ring_bytes + i * control_bytes;
+        auto* cqe = reinterpret_cast<vg::cqe64*>(control);
+        std::memset(cqe, 0xff, sizeof(vg::cqe64));  // opcode INVALID: nothing completed yet
+        auto* qp_dbrec = reinterpret_cast<std::uint32_t*>(control + 64);
+        auto* cq_dbrec = reinterpret_cast<std::uint32_t*>(control + 128);
+        auto* doorbell = reinterpret_cast<std::uint64_t*>(control + 192);
+        std::uint32_t const cqn = nic_->create_cq(vm::cq_config{vg::cq_mode::collapsed, cqe, 0, cq_dbrec});
+        queue_host q;
+        q.qpn = nic_->create_qp(vm::qp_config{l.pd, reinterpret_cast<std::byte*>(ring), log_depth,
+                                              qp_dbrec + vg::dbr_snd, doorbell, cqn, 0});
+        // Mapped pinned memory has the same address on the device (unified addressing).
+        q.sq.ring = reinterpret_cast<std::byte*>(ring);
+        q.sq.log_depth = log_depth;
+        q.sq.qpn = q.qpn;
+        q.sq.dbrec = qp_dbrec + vg::dbr_snd;
+        q.sq.doorbell = doorbell;
+        q.sq.counters = l.counters + i;
+        q.sq.cq = vg::completion_queue{cqe, cq_dbrec, 0, vg::cq_mode::collapsed, cqn};
+        q.sq.scope = vg::nic_scope::system;  // rings and records in host memory
+        l.host_queues.push_back(q);
+      }
+      locals_.push_back(std::move(l));
+    }
+
+    // Connect and exchange what the kernels need: every PE's heap base and rkey, and QP numbers.
+    struct announce {
+      std::uint64_t base;
+      std::uint32_t rkey;
+      std::uint32_t reserved;
+    };
+    std::vector<announce> peers(static_cast<std::size_t>(npes));
+    std::vector<std::uint32_t> qpns(static_cast<std::size_t>(npes) * nq);  // [pe][queue]
+    if (!multi) {
+      for (auto const& l : locals_) {
+        peers[static_cast<std::size_t>(l.pe)] = {reinterpret_cast<std::uint64_t>(l.slot), l.heap_key.rkey, 0};
+        for (std::size_t i = 0; i < nq; ++i) qpns[static_cast<std::size_t>(l.pe) * nq + i] = l.host_queues[i].qpn;
+      }
+    } else {
+      local const& l = locals_.front();
+      announce const mine{reinterpret_cast<std::uint64_t>(l.slot), l.heap_key.rkey, 0};
+      w.bootstrap().allgather(&mine, peers.data(), sizeof(announce));
+      std::vector<std::uint32_t> my_qpns(nq);
+      for (std::size_t i = 0; i < nq; ++i) my_qpns[i] = l.host_queues[i].qpn;
+      w.bootstrap().allgather(my_qpns.data(), qpns.data(), nq * sizeof(std::uint32_t));
+    }
+    int const k_count = qps_per_peer_;
+    auto qpn_of = [&](int from, int to, int k) {
+      return qpns[static_cast<std::size_t>(from) * nq + static_cast<std::size_t>(to) * k_count + k];
+    };
+    for (auto const& l : locals_) {
+      for (int to = 0; to < npes; ++to) {
+        for (int k = 0; k < k_count; ++k) {
+          std::uint32_t const mine = qpn_of(l.pe, to, k);
+          if (!multi) {
+            if (l.pe <= to) nic_->connect(mine, qpn_of(to, l.pe, k));
+          } else if (to == l.pe) {
+            nic_->connect(mine, mine);  // loopback
+          } else {
+            nic_->connect_remote(mine, address_of(to), qpn_of(to, l.pe, k));
+          }
+        }
+      }
+    }
+    // Device tables.
+    for (auto& l : locals_) {
+      GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
+      std::vector<vg::send_queue> sqs;
+      for (auto const& q : l.host_queues) sqs.push_back(q.sq);
+      std::vector<ibgda_peer> table;
+      for (auto const& p : peers) table.push_back({p.base, vg::to_be32(p.rkey), 0});
+      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.queues), sqs.size() * sizeof(vg::send_queue)), l.pe);
+      GPUCOMM_CUDA_CHECK(cudaMemcpy(l.queues, sqs.data(), sqs.size() * sizeof(vg::send_queue), cudaMemcpyHostToDevice),
+                         l.pe);
+      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.peers), table.size() * sizeof(ibgda_peer)), l.pe);
+      GPUCOMM_CUDA_CHECK(cudaMemcpy(l.peers, table.data(), table.size() * sizeof(ibgda_peer), cudaMemcpyHostToDevice),
+                         l.pe);
+    }
+    nic_->start();
+    // Every process's model serves before any kernel posts.
+    if (multi) w.bootstrap().barrier();
+  }
+
+  world* world_;
+  int qps_per_peer_ = 2;
+  std::unique_ptr<verbs_gpu::model::nic> nic_;
+  std::vector<local> locals_;
+};
+
+}  // namespace gpucomm::detail

@@ -1,0 +1,92 @@
+#pragma once
+// Which NIC IBGDAPost drives: the user's choice (world_options::nic, GPUCOMM_NIC) and, for real
+// hardware, the InfiniBand device closest to each GPU in the PCI tree. Host-only, no rdma-core:
+// the tree is read from sysfs, so the choice is unit-tested on machines without a NIC.
+
+#include <dirent.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include <cctype>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "../../error.hpp"
+
+namespace gpucomm::detail {
+
+/// The NIC to use, from the option and the environment variable's value (`env`, may be null).
+/// An explicit option and a different explicit variable conflict: that is an error rather than a
+/// silent pick, so a job that asked for hardware never runs on the model by accident.
+template <class Choice>
+Choice resolve_nic_choice(Choice option, char const* env, int pe) {
+  Choice from_env = Choice::automatic;
+  if (env != nullptr && *env != '\0') {
+    std::string v(env);
+    for (auto& ch : v) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (v == "model")
+      from_env = Choice::model;
+    else if (v == "hardware" || v == "hw")
+      from_env = Choice::hardware;
+    else if (v != "auto" && v != "automatic")
+      throw error("IBGDAPost (GPUCOMM_NIC)", pe, "GPUCOMM_NIC=" + std::string(env) + " is not a NIC choice",
+                  "set GPUCOMM_NIC to hardware, model or auto");
+  }
+  if (option == Choice::automatic) return from_env == Choice::automatic ? Choice::hardware : from_env;
+  if (from_env != Choice::automatic && from_env != option) {
+    throw error("IBGDAPost (world_options::nic)", pe,
+                std::string("world_options::nic asks for the ") +
+                    (option == Choice::model ? "NIC model" : "hardware NIC") + " but GPUCOMM_NIC=" + env +
+                    " asks for the other",
+                "make them agree, or leave world_options::nic at automatic and let GPUCOMM_NIC decide");
+  }
+  return option;
+}
+
+/// Canonical path of `p`, or "" if it does not exist.
+inline std::string real_path(std::string const& p) {
+  char buf[PATH_MAX];
+  return ::realpath(p.c_str(), buf) != nullptr ? std::string(buf) : std::string();
+}
+
+/// How many leading path components a and b share.
+inline std::size_t common_components(std::string const& a, std::string const& b) {
+  std::size_t n = 0, i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) {
+    ++i;
+    bool const end_a = i == a.size() || a[i] == '/';
+    bool const end_b = i == b.size() || b[i] == '/';
+    if (end_a && end_b) ++n;
+  }
+  return n;
+}
+
+/// The name of the InfiniBand device (e.g. "mlx5_0") that shares the longest PCI path with the
+/// GPU of PCI bus id `gpu_bus_id` (as cudaDeviceGetPCIBusId gives it), reading the tree under
+/// `sysfs`; "" if there is none. Ties go to the first name in order.
+inline std::string closest_nic(std::string gpu_bus_id, std::string const& sysfs = "/sys") {
+  for (auto& ch : gpu_bus_id) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  std::string const gpu = real_path(sysfs + "/bus/pci/devices/" + gpu_bus_id);
+  std::vector<std::string> names;
+  if (DIR* dir = ::opendir((sysfs + "/class/infiniband").c_str())) {
+    while (dirent* e = ::readdir(dir)) {
+      if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+    }
+    ::closedir(dir);
+  }
+  std::string best;
+  std::size_t best_score = 0;
+  for (auto const& name : names) {
+    std::string const nic = real_path(sysfs + "/class/infiniband/" + name + "/device");
+    if (nic.empty()) continue;
+    std::size_t const score = gpu.empty() ? 0 : common_components(gpu, nic);
+    if (best.empty() || score > best_score || (score == best_score && name < best)) {
+      best = name;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+}  // namespace gpucomm::detail
