@@ -40,6 +40,7 @@
 #include "../transport/transport.hpp"
 #include "bootstrap.hpp"
 #include "detail/control_block.hpp"
+#include "detail/device_guard.hpp"
 #include "detail/heap.hpp"
 
 namespace gpucomm {
@@ -236,6 +237,7 @@ class world {
     using host = typename Transport::host_state;
     auto& slot = transports_[std::type_index(typeid(Transport))];
     if (!slot) {
+      detail::current_device_guard const keep;  // set-up visits every local GPU
       auto made = std::make_shared<host>(*this);
       // A host half with work to finish after the kernels (completing operations a NIC still
       // holds, reporting failed ones) does it in synchronize().
@@ -254,6 +256,7 @@ class world {
   /// kernels. Throws if a kernel failed, or if a transport recorded a failed operation (an error
   /// completion of IBGDAPost: PE, peer, operation, syndrome).
   void synchronize() const {
+    detail::current_device_guard const keep;  // the caller's current device stays as it was
     for (auto const& [pe, s] : streams_) {
       GPUCOMM_CUDA_CHECK(cudaSetDevice(device(pe)), pe);
       GPUCOMM_CUDA_CHECK(cudaStreamSynchronize(s.get()), pe);

@@ -85,6 +85,7 @@ class ibgda_host_state : public ibgda_host {
 
   void on_synchronize() const {
 #if defined(__CUDACC__)
+    current_device_guard const keep;
     for (int pe : world_->local_pes()) {
       ibgda_state const s = device_state_for(pe);
       unsigned const count = static_cast<unsigned>(world_->npes()) * s.qps_per_peer;

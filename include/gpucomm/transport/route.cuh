@@ -154,6 +154,7 @@ struct route {
     host_state(host_state const&) = delete;
     host_state& operator=(host_state const&) = delete;
     ~host_state() {
+      detail::current_device_guard const keep;
       for (auto const& t : tables_) {
         cudaSetDevice(t.device);
         cudaFree(t.table);

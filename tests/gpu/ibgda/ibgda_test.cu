@@ -152,6 +152,7 @@ std::string run_failure(bool corrupt_key) {
       GPUCOMM_TEST_CUDA(cudaMemcpy(peers.data(), state.peers, peers.size() * sizeof(peers[0]), cudaMemcpyDeviceToHost));
       peers[static_cast<std::size_t>(target)].rkey_wire ^= 0x00700000u;
       void* table = nullptr;
+      GPUCOMM_TEST_CUDA(cudaSetDevice(w->device(pe)));  // PE pe's kernel reads it
       GPUCOMM_TEST_CUDA(cudaMalloc(&table, peers.size() * sizeof(peers[0])));
       GPUCOMM_TEST_CUDA(cudaMemcpy(table, peers.data(), peers.size() * sizeof(peers[0]), cudaMemcpyHostToDevice));
       tables.push_back(table);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "../../error.hpp"
+#include "../../host/detail/device_guard.hpp"
 #include "../../host/world.hpp"
 #include "../../verbs_gpu/model/nic_model.hpp"
 #include "../../verbs_gpu/send_queue.cuh"
@@ -50,6 +51,7 @@ class ibgda_host {
   ibgda_host& operator=(ibgda_host const&) = delete;
 
   ~ibgda_host() {
+    current_device_guard const keep;
     // Peers' models may still execute operations on our memory until every process is here.
     if (world_->one_process_per_gpu()) world_->bootstrap().barrier();
     nic_.reset();  // stops the model's threads before the memory they read goes
@@ -87,6 +89,7 @@ class ibgda_host {
   /// Throws a gpucomm::error for the first failed operation recorded on any local QP: the PE, the
   /// peer, the operation and the completion's syndrome. world::synchronize() calls it.
   void check_errors() const {
+    current_device_guard const keep;
     for (auto const& l : locals_) {
       std::vector<verbs_gpu::qp_counters> counters(l.host_queues.size());
       GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
