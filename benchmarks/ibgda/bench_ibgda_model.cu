@@ -10,6 +10,8 @@
 // usage: bench_ibgda_model <out.jsonl>
 #include <gpucomm/gpucomm.cuh>
 
+#include "../harness/harness.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -19,15 +21,6 @@
 namespace {
 
 using comm_t = gpucomm::comm<gpucomm::IBGDAPost>;
-
-#define CK(expr)                                                                                         \
-  do {                                                                                                   \
-    cudaError_t const e_ = (expr);                                                                       \
-    if (e_ != cudaSuccess) {                                                                             \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                                      \
-    }                                                                                                    \
-  } while (0)
 
 enum op_kind : int { put_inline_8 = 0, put_heap_64 = 1, signal_add = 2, atomic_add = 3 };
 
@@ -89,7 +82,7 @@ int main(int argc, char** argv) try {
     return 2;
   }
   int gpus = 0;
-  CK(cudaGetDeviceCount(&gpus));
+  BENCH_CUDA(cudaGetDeviceCount(&gpus));
   gpucomm::world_options o;
   o.nic = gpucomm::nic_choice::model;
   o.heap_bytes = std::size_t{64} << 20;
@@ -98,10 +91,10 @@ int main(int argc, char** argv) try {
   int const to = w.npes() - 1;
   auto buf = w.alloc<std::uint64_t>(512);
   comm_t const c = w.comm<gpucomm::IBGDAPost>(0);
-  CK(cudaSetDevice(w.device(0)));
+  BENCH_CUDA(cudaSetDevice(w.device(0)));
   unsigned long long* d_ns = nullptr;
   constexpr int max_iters = 1000;
-  CK(cudaMalloc(&d_ns, sizeof(unsigned long long) * max_iters));
+  BENCH_CUDA(cudaMalloc(&d_ns, sizeof(unsigned long long) * max_iters));
   std::vector<row> rows;
   char const* caveat = "software NIC model (a host thread moving bytes with cudaMemcpy), not a real NIC";
 
@@ -119,10 +112,10 @@ int main(int argc, char** argv) try {
     int const n = k.kind == put_heap_64 ? 500 : max_iters;  // 64 B puts: 1 WQEBB each as well
     for (int rep = 0; rep < 7; ++rep) {
       post_cost<<<1, 1, 0, w.stream(0)>>>(c, k.kind, n, to, buf.ptr(0), d_ns);
-      CK(cudaGetLastError());
+      BENCH_CUDA(cudaGetLastError());
       w.synchronize();
       unsigned long long ns = 0;
-      CK(cudaMemcpy(&ns, d_ns, sizeof(ns), cudaMemcpyDeviceToHost));
+      BENCH_CUDA(cudaMemcpy(&ns, d_ns, sizeof(ns), cudaMemcpyDeviceToHost));
       if (rep > 0) per_op.push_back(static_cast<double>(ns) / n / 1e3);
     }
     std::sort(per_op.begin(), per_op.end());
@@ -136,10 +129,10 @@ int main(int argc, char** argv) try {
   for (int kind = 0; kind < 2; ++kind) {
     int const n = 300;
     round_trip<<<1, 1, 0, w.stream(0)>>>(c, kind, n, to, buf.ptr(0), d_ns);
-    CK(cudaGetLastError());
+    BENCH_CUDA(cudaGetLastError());
     w.synchronize();
     std::vector<unsigned long long> ns(n);
-    CK(cudaMemcpy(ns.data(), d_ns, sizeof(unsigned long long) * n, cudaMemcpyDeviceToHost));
+    BENCH_CUDA(cudaMemcpy(ns.data(), d_ns, sizeof(unsigned long long) * n, cudaMemcpyDeviceToHost));
     std::sort(ns.begin() + 20, ns.end());  // the first 20 are warm-up
     double const median = ns[20 + (n - 20) / 2] / 1e3, p99 = ns[20 + static_cast<std::size_t>(0.99 * (n - 21))] / 1e3;
     rows.push_back({"ibgda_model_latency", kind == 0 ? "put 8 B + quiet" : "fetch_add", median, p99, n - 20, 1,
@@ -147,7 +140,7 @@ int main(int argc, char** argv) try {
                         " (max = p99); includes the model executing the WQE: a figure of the model, " + caveat});
     std::printf("model round trip, %-20s median %.2f us, p99 %.2f us\n", rows.back().variant.c_str(), median, p99);
   }
-  CK(cudaFree(d_ns));
+  BENCH_CUDA(cudaFree(d_ns));
 
   FILE* f = std::fopen(argv[1], "w");
   if (f == nullptr) {
@@ -165,7 +158,7 @@ int main(int argc, char** argv) try {
   }
   std::fclose(f);
   return 0;
-} catch (gpucomm::error const& e) {
+} catch (std::exception const& e) {  // gpucomm::error, bench::failure
   std::fprintf(stderr, "%s\n", e.what());
   return 1;
 }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #if GPUCOMM_TEST_HAVE_MPI
@@ -111,6 +112,17 @@ void for_each_local_pe(gpucomm::world& w, F&& f) {
 inline void finish(gpucomm::world& w) {
   for_each_local_pe(w, [&](int) { GPUCOMM_TEST_CUDA(cudaGetLastError()); });
   w.synchronize();
+}
+
+/// The message of the gpucomm::error that f() throws, or "(no error)".
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (gpucomm::error const& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 /// Deterministic 64-bit hash: the data PE `pe` writes at index i in test `salt`. Any process can

@@ -29,15 +29,7 @@ __global__ void read_everyone(gpucomm::comm<gpucomm::NVLinkStore> c, gpucomm::sy
   }
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (gpucomm::error const& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using gpucomm::test::error_of;
 
 }  // namespace
 
