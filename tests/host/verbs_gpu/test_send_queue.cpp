@@ -70,6 +70,26 @@ TEST_CASE("verbs_gpu post: counters, doorbell record and doorbell", "[verbs][sq]
   CHECK(c.consumer == 4);
 }
 
+TEST_CASE("verbs_gpu post_flags::fence sets the fence mode on the batch's first WQE only", "[verbs][sq]") {
+  vm::nic n;
+  vm::host_queue_pair qp(n, n.alloc_pd(), 4, vg::cq_mode::collapsed);
+  auto& sq = qp.sq();
+  auto nop = [](vg::wqe_slot const& s, std::uint32_t) { return vg::build_nop(s); };
+  REQUIRE(sq.post(vg::detail::one_thread{}, 1, 3, make_builder(nop), vg::post_flags::fence) == vg::status::ok);
+  REQUIRE(post_one(sq, 1, nop, vg::post_flags::fence | vg::post_flags::unsignaled) == vg::status::ok);
+  std::uint8_t fm[4];
+  for (int i = 0; i < 4; ++i) {
+    vg::ctrl_seg ctrl;
+    std::memcpy(&ctrl, sq.ring + 64 * i, 16);
+    fm[i] = ctrl.fm_ce_se;
+  }
+  CHECK(fm[0] == vg::ctrl_fence);      // first of the batch: fenced
+  CHECK(fm[1] == 0);                   // middle
+  CHECK(fm[2] == vg::ctrl_cq_update);  // last: signalled, not fenced
+  CHECK(fm[3] == vg::ctrl_fence);      // a one-WQE batch, unsignalled
+  CHECK(n.progress() == 4);            // the model executes fenced WQEs like any other (it runs in order)
+}
+
 TEST_CASE("verbs_gpu batching: deferred batches ring every step, a final ring covers the rest", "[verbs][sq]") {
   for (std::uint32_t total : {13u, 8u, 1u, 21u}) {
     vm::nic n;
