@@ -122,7 +122,7 @@ int main(int argc, char** argv) try {
     rows.push_back({"ibgda_post_cost", k.name, per_op[per_op.size() / 2], per_op.back(), n, 6,
                     std::string("one thread posts ") + std::to_string(n) +
                         " back to back, %globaltimer around the loop, per op; median of 6 runs (max = slowest run); " +
-                        "device-side work only, the model only drains; " + caveat});
+                        "device-side work only (the model executes the WQEs meanwhile on its host thread); " + caveat});
     std::printf("post cost, %-30s %.3f us/op\n", k.name, rows.back().value);
   }
   // Round trips through the model.
