@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole GPU round on a machine with GPUs: configure and build, run the demo and the examples,
-# the GPU tests on every GPU count asked in both process modes (one process owning the GPUs, and
-# one process per GPU under mpirun), compute-sanitizer over the [sanitize] subset and the verbs_gpu tests, and optionally
-# the benchmark suite. Each step's log and a summary go to $OUT (default ./gpu-round-out):
+# the three GPU test suites (NVLinkStore, IBGDAPost through the NIC model, route<NVLinkStore,
+# IBGDAPost> with a forced split) on every GPU count asked in both process modes (one process
+# owning the GPUs, and one process per GPU under mpirun), compute-sanitizer over the [sanitize]
+# subset, the verbs_gpu tests and the IBGDAPost/route cases, and optionally the benchmark suite. Each step's log and a summary go to $OUT (default ./gpu-round-out):
 # summary.txt and gpu-round-logs.tgz.
 #
 #   scripts/gpu-round.sh [--steps build,demo,tests,sanitize,bench] [--counts "1 2 4"] [--quick-bench]
