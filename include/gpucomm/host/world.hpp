@@ -39,6 +39,7 @@
 #include "../sym_ptr.hpp"
 #include "../transport/transport.hpp"
 #include "bootstrap.hpp"
+#include "nic_choice.hpp"
 #include "detail/control_block.hpp"
 #include "detail/device_guard.hpp"
 #include "detail/heap.hpp"
@@ -47,13 +48,6 @@ namespace gpucomm {
 
 template <transport Transport>
 class comm;
-
-/// Which NIC IBGDAPost drives (world_options::nic, or the environment variable GPUCOMM_NIC).
-enum class nic_choice {
-  automatic,  ///< GPUCOMM_NIC decides ("model" or "hardware"); unset: hardware
-  hardware,   ///< the mlx5 NIC closest to each PE's GPU; an error if there is none
-  model,      ///< the software NIC model (verbs_gpu/model): a test and development tool
-};
 
 struct world_options {
   /// Bytes of symmetric heap per PE. 0: the environment variable GPUCOMM_HEAP_BYTES if set, else 1 GiB.

@@ -81,7 +81,7 @@ __global__ void ibgda_quiet_all(verbs_gpu::send_queue const* queues, unsigned co
 /// when the host looks, then reports failed ones.
 class ibgda_host_state : public ibgda_host {
  public:
-  explicit ibgda_host_state(world& w) : ibgda_host(w), world_(&w) {}
+  using ibgda_host::ibgda_host;
 
   void on_synchronize() const {
 #if defined(__CUDACC__)
@@ -100,9 +100,6 @@ class ibgda_host_state : public ibgda_host {
 #endif
     check_errors();
   }
-
- private:
-  world* world_;
 };
 
 }  // namespace detail

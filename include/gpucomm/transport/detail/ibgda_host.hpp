@@ -84,7 +84,6 @@ class ibgda_host {
 
   /// IBGDAPost reaches every PE (composite transports ask).
   bool reaches(int, int) const { return true; }
-  ibgda_state routed_state_for(int pe) const { return device_state_for(pe); }
 
   /// Throws a gpucomm::error for the first failed operation recorded on any local QP: the PE, the
   /// peer, the operation and the completion's syndrome. world::synchronize() calls it.
@@ -116,6 +115,9 @@ class ibgda_host {
       }
     }
   }
+
+ protected:
+  world* world_;
 
  private:
   struct queue_host {
@@ -294,7 +296,6 @@ class ibgda_host {
     if (multi) w.bootstrap().barrier();
   }
 
-  world* world_;
   int qps_per_peer_ = 2;
   std::unique_ptr<verbs_gpu::model::nic> nic_;
   std::vector<local> locals_;

@@ -13,31 +13,31 @@
 #include <vector>
 
 #include "../../error.hpp"
+#include "../../host/nic_choice.hpp"
 
 namespace gpucomm::detail {
 
 /// The NIC to use, from the option and the environment variable's value (`env`, may be null).
 /// An explicit option and a different explicit variable conflict: that is an error rather than a
 /// silent pick, so a job that asked for hardware never runs on the model by accident.
-template <class Choice>
-Choice resolve_nic_choice(Choice option, char const* env, int pe) {
-  Choice from_env = Choice::automatic;
+inline nic_choice resolve_nic_choice(nic_choice option, char const* env, int pe) {
+  nic_choice from_env = nic_choice::automatic;
   if (env != nullptr && *env != '\0') {
     std::string v(env);
     for (auto& ch : v) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     if (v == "model")
-      from_env = Choice::model;
+      from_env = nic_choice::model;
     else if (v == "hardware" || v == "hw")
-      from_env = Choice::hardware;
+      from_env = nic_choice::hardware;
     else if (v != "auto" && v != "automatic")
       throw error("IBGDAPost (GPUCOMM_NIC)", pe, "GPUCOMM_NIC=" + std::string(env) + " is not a NIC choice",
                   "set GPUCOMM_NIC to hardware, model or auto");
   }
-  if (option == Choice::automatic) return from_env == Choice::automatic ? Choice::hardware : from_env;
-  if (from_env != Choice::automatic && from_env != option) {
+  if (option == nic_choice::automatic) return from_env == nic_choice::automatic ? nic_choice::hardware : from_env;
+  if (from_env != nic_choice::automatic && from_env != option) {
     throw error("IBGDAPost (world_options::nic)", pe,
                 std::string("world_options::nic asks for the ") +
-                    (option == Choice::model ? "NIC model" : "hardware NIC") + " but GPUCOMM_NIC=" + env +
+                    (option == nic_choice::model ? "NIC model" : "hardware NIC") + " but GPUCOMM_NIC=" + env +
                     " asks for the other",
                 "make them agree, or leave world_options::nic at automatic and let GPUCOMM_NIC decide");
   }

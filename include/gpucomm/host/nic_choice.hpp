@@ -1,0 +1,12 @@
+#pragma once
+// Which NIC IBGDAPost drives: world_options::nic, or the environment variable GPUCOMM_NIC.
+
+namespace gpucomm {
+
+enum class nic_choice {
+  automatic,  ///< GPUCOMM_NIC decides ("model" or "hardware"); unset: hardware
+  hardware,   ///< the mlx5 NIC closest to each PE's GPU; an error if there is none
+  model,      ///< the software NIC model (verbs_gpu/model): a test and development tool
+};
+
+}  // namespace gpucomm
