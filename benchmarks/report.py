@@ -5,11 +5,13 @@ Standard library only (the GPU machine may lack anything else). Called by script
   report.py --rows rows.jsonl --status status.jsonl --machine machine.json --topo topo.txt
             --driver driver.txt --command "scripts/bench.sh ..." --gpus N --quick 0|1 --seconds S
             --out benchmarks/results/<stem>
+            [--ncu ncu.csv --ncu-launches launches.jsonl]   # ncu --csv --page raw of copy_profile
   report.py verbs-rows --json verbs.json --rc RC [--note TEXT]   # bench_verbs_posting's JSON as rows
 Then, by hand, the results section of docs/benchmarks.md (headline table and plots):
-  report.py docs --results benchmarks/results/<stem>.json [--out docs/benchmarks.md]
+  report.py docs --results benchmarks/results/<stem>.json [--out docs/benchmarks.md] [--limits <other>.json]
 """
 import argparse
+import csv
 import datetime
 import json
 import os
@@ -19,6 +21,7 @@ from collections import defaultdict
 LIBS = ["gpucomm", "nvshmem", "nccl", "cuda"]
 VERBS_CASES = ("verbs_posting_rate", "verbs_post_to_doorbell_latency")
 VERBS_SCOPES = ["thread", "warp", "block", "gpu"]
+LIMIT_CASES = ("pingpong_limits", "quiet_limits", "barrier_limits", "copy_limits")
 NIC_MODEL_NOTE = ("Measured against gpucomm's software NIC model as a drain-only consumer (it reads doorbells and "
                   "completes everything without touching the WQEs), on one GPU: what posting costs the GPU, not what "
                   "a real NIC sustains.")
@@ -249,18 +252,21 @@ def tables(rows):
     for x in ok(rows):
         if x["case"] in VERBS_CASES:  # a handful of points: one table, a line per scope and variant
             groups[(x["case"], "", "", x.get("npes", 1), x["metric"], x["unit"])].append(x)
+        elif x["case"] in LIMIT_CASES and x["case"] != "copy_limits":  # one table per case, a line per variant
+            groups[(x["case"], "", x.get("scope", ""), x.get("npes", 2), x["metric"], x["unit"])].append(x)
         else:
             groups[(x["case"], x.get("variant", ""), x.get("scope", ""), x.get("npes", 2), x["metric"], x["unit"])].append(x)
     order = ["put_bw", "get_bw", "put_latency", "p_latency", "atomic_latency", "atomic_rate", "put_signal_pingpong",
              "barrier", "all_reduce", "verbs_posting_rate", "verbs_post_to_doorbell_latency", "ce_copy", "sm_store",
-             "flag_pingpong"]
+             "flag_pingpong", *LIMIT_CASES]
     keys = sorted(groups, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1], k[2], k[3]))
     out = []
     for k in keys:
         case, variant, scope, npes, metric, unit = k
         g = groups[k]
         cols = sorted({(x["ctas"], x["library"]) for x in g}, key=lambda c: (c[0], LIBS.index(c[1]) if c[1] in LIBS else 9))
-        by_point = case in ("atomic_latency", "barrier", "flag_pingpong") or case in VERBS_CASES
+        by_point = case in ("atomic_latency", "barrier", "flag_pingpong") or case in VERBS_CASES or (
+            case in LIMIT_CASES and case != "copy_limits")
         if case in VERBS_CASES:
             cols = sorted({(0, x["library"]) for x in g})
             row_key = lambda x: f"{x.get('scope', '')} {x.get('variant', '')}".strip()
@@ -295,6 +301,163 @@ def tables(rows):
             label = fmt_size(rk) if isinstance(rk, int) else str(rk)
             out.append("| " + " | ".join([label] + [fmt(cells[rk].get(c)) if c in cells[rk] else "" for c in cols]) + " |")
         out.append("")
+    return out
+
+
+# ---- what limits NVLinkStore: the isolating variants and the copy variants' counters ------------------
+
+NCU_METRICS = [  # (column, ncu metric, scale)
+    ("L1TEX->XBAR request port busy, busiest SM (%)",
+     "l1tex__m_l1tex2xbar_req_cycles_active.max.pct_of_peak_sustained_elapsed", 1),
+    ("LSU requests in, busiest SM (%)", "l1tex__lsuin_requests.max.pct_of_peak_sustained_elapsed", 1),
+    ("MiB read into L1TEX", "l1tex__m_xbar2l1tex_read_bytes.sum", 1 / (1 << 20)),
+    ("MiB written out of L1TEX", "l1tex__m_l1tex2xbar_write_bytes.sum", 1 / (1 << 20)),
+    ("stall: LSU queue full (lg_throttle)", "smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio", 1),
+    ("stall: waiting on a load (long_scoreboard)",
+     "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio", 1),
+]
+
+
+def load_ncu(csv_path, launches_path):
+    """ncu --csv --page raw over bench_cuda's copy_profile: one record per kernel, named by the launch rows
+    copy_profile wrote (same order)."""
+    if not csv_path or not os.path.exists(csv_path):
+        return []
+    with open(csv_path) as f:
+        table = list(csv.reader(line for line in f if line.startswith('"')))
+    if len(table) < 3:
+        return []
+    head, data = table[0], table[2:]  # table[1] holds the units
+    launches = [x for x in load_jsonl(launches_path) if x.get("metric") == "launch"] if launches_path else []
+    out = []
+    for i, cells in enumerate(data):
+        rec = dict(zip(head, cells))
+
+        def num(k):
+            try:
+                return float(rec.get(k, "").replace(",", ""))
+            except ValueError:
+                return None
+
+        launch = launches[i] if i < len(launches) else {}
+        ns = num("gpu__time_duration.sum")
+        size = launch.get("size")
+        item = {"variant": launch.get("variant", rec.get("Kernel Name", "?")[:60]), "ctas": launch.get("ctas"),
+                "size": size, "duration_ns": ns, "gbps": size / ns if ns and size else None}
+        for _, metric, _ in NCU_METRICS:
+            item[metric] = num(metric)
+        out.append(item)
+    return out
+
+
+def ncu_md(profile):
+    if not profile:
+        return []
+    head = ["variant", "CTAs", "GB/s under ncu"] + [c for c, _, _ in NCU_METRICS]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for p in profile:
+        cells = [p["variant"], str(p["ctas"]), fmt(p["gbps"])]
+        cells += [fmt(p[m] * k) if p.get(m) is not None else "" for _, m, k in NCU_METRICS]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def limits_summary(rows):
+    """Each missed target next to the raw variants of the same run that isolate its cost."""
+    r = ok(rows)
+
+    def named(x, name, memory):
+        """The variant called `name`; on `memory` where the variant names a memory kind ("name [kind]")."""
+        v = x.get("variant", "")
+        base, _, kind = v.partition(" [")
+        return base == name and (not kind or kind.rstrip("]") == memory)
+
+    def one(case, name, memory="cudaMalloc", **kw):
+        xs = [x for x in pick(r, case=case, **kw) if named(x, name, memory)]
+        return xs[0]["value"] if len(xs) == 1 else None
+
+    def best_of(case, name, key=max, **kw):
+        return best([x for x in pick(r, case=case, **kw) if named(x, name, "cudaMalloc")], key=key)
+
+    def cell(label, value, unit):
+        return f"{label}: {fmt(value, unit)}" if value is not None else None
+
+    def join(*items):
+        return "; ".join(i for i in items if i)
+
+    lines = []
+    big = 256 << 20
+    for ctas in (1, 4):
+        g = best(pick(r, case="put_bw", library="gpucomm", scope="block", variant="uni", ctas=ctas))
+        bulk = max((one("copy_limits", b, ctas=ctas, size=big) or 0 for b in ("bulk-4x16KiB", "bulk-8x16KiB",
+                                                                             "bulk-4x32KiB")), default=0) or None
+        lines.append((f"put_bw uni, block, {ctas} CTA{'' if ctas == 1 else 's'}", fmt(g["value"] if g else None, "GB/s"),
+                      join(cell("store only (no loads)", one("copy_limits", "store-only", ctas=ctas, size=big), "GB/s"),
+                           cell("SM copy loop, unroll 8 (gpucomm's)", one("copy_limits", "copy-unroll8", ctas=ctas,
+                                                                          size=big), "GB/s"),
+                           cell("unroll 4", one("copy_limits", "copy-unroll4", ctas=ctas, size=big), "GB/s"),
+                           cell("non-coherent loads", one("copy_limits", "copy-unroll8-nc", ctas=ctas, size=big), "GB/s"),
+                           cell("bulk-copy unit, best staging", bulk, "GB/s")) + " (256 MiB, grid barrier per iteration)"))
+    g16 = best(pick(r, case="put_bw", library="gpucomm", scope="block", variant="uni", size=16 << 20))
+    s16 = best_of("copy_limits", "store-only", size=16 << 20)
+    c16 = best_of("copy_limits", "copy-unroll8", size=16 << 20)
+    lines.append(("put_bw uni, block, 16 MiB, best grid",
+                  fmt(g16["value"] if g16 else None, "GB/s") + (f" ({g16['ctas']} CTAs)" if g16 else ""),
+                  join(cell(f"store only, best grid ({s16['ctas']} CTAs)" if s16 else "store only", s16 and s16["value"],
+                            "GB/s"),
+                       cell(f"SM copy loop, best grid ({c16['ctas']} CTAs)" if c16 else "SM copy loop",
+                            c16 and c16["value"], "GB/s"),
+                       cell("store only at 256 MiB, 132 CTAs", one("copy_limits", "store-only", ctas=132, size=big),
+                            "GB/s")) + " (grid barrier per iteration)"))
+    gp = best(pick(r, case="put_signal_pingpong", library="gpucomm", scope="thread", size=8), key=min)
+    lines.append(("put_signal ping-pong, thread, 8 B, one way", fmt(gp["value"] if gp else None, "us"),
+                  join(cell("volatile flag (not ordered)", one("pingpong_limits", "volatile-flag (not ordered)"), "us"),
+                       cell("relaxed flag, acquire poll", one("pingpong_limits", "relaxed-post acquire-poll"), "us"),
+                       cell("release flag, acquire poll", one("pingpong_limits", "release-post acquire-poll"),
+                            "us"),
+                       cell("release flag, relaxed poll + acquire fence",
+                            one("pingpong_limits", "release-post relaxed-poll+fence"), "us"),
+                       cell("data from a register, release flag", one("pingpong_limits", "data release-post acquire-poll"),
+                            "us"),
+                       cell("data loaded from memory, release flag (put_signal's work)",
+                            one("pingpong_limits", "loaded data release-post acquire-poll (put_signal)"),
+                            "us"),
+                       cell("the same on VMM+RDMA-capable memory (the heap's kind)",
+                            one("pingpong_limits", "loaded data release-post acquire-poll (put_signal)",
+                                memory="VMM+RDMA-capable"),
+                            "us"))))
+    gq = best(pick(r, case="p_latency", library="gpucomm", size=4), key=min)
+    lines.append(("p + quiet, 4 B", fmt(gq["value"] if gq else None, "us"),
+                  join(cell("stores, no fence (not ordered)", one("quiet_limits", "stores + 2 syncs, no fence (not ordered)"), "us"),
+                       cell("leader fence.acq_rel.sys (gpucomm's quiet)", one("quiet_limits", "leader fence.acq_rel.sys (NVLinkStore quiet)"), "us"),
+                       cell("leader fence.sc.sys", one("quiet_limits", "leader fence.sc.sys"), "us"),
+                       cell("every thread fences", one("quiet_limits", "every thread fence.acq_rel.sys"), "us"))))
+    gb = best(pick(r, case="barrier", library="gpucomm", npes=2, scope="thread"), key=min)
+    lines.append(("barrier, 2 PEs, thread", fmt(gb["value"] if gb else None, "us"),
+                  join(cell("flags only, no fence (not ordered)", one("barrier_limits", "relaxed flag stores, relaxed poll, no fence (not ordered)"),
+                            "us"),
+                       cell("fence, flags, acquire poll", one("barrier_limits", "fence, relaxed flag stores, acquire poll"),
+                            "us"),
+                       cell("+ epoch kept in memory (gpucomm's work)",
+                            one("barrier_limits", "epoch read and written in memory, then fence, flags, acquire poll "
+                                                  "(NVLinkStore)"), "us"),
+                       cell("epoch written after the flags",
+                            one("barrier_limits", "epoch read, fence, flags, then epoch written, acquire poll"),
+                            "us"),
+                       cell("release store per flag", one("barrier_limits", "release flag stores, acquire poll"), "us"))))
+    return [(a, b, c) for a, b, c in lines if c]
+
+
+def limits_md(rows, profile):
+    summary = limits_summary(rows)
+    if not summary and not profile:
+        return []
+    out = ["| what | gpucomm | raw variants in the same run (benchmarks/cuda/limits.cu) |", "|---|---|---|"]
+    out += [f"| {a} | {b} | {c} |" for a, b, c in summary]
+    if profile:
+        out += ["", "Hardware counters of the copy variants (ncu, one 64 MiB launch each, PE 0 -> PE 1; stalls are "
+                "warp cycles per issued instruction):", ""]
+        out += ncu_md(profile)
     return out
 
 
@@ -404,17 +567,24 @@ def rel(path, start_dir):
     return os.path.relpath(os.path.abspath(path), os.path.abspath(start_dir)).replace(os.sep, "/")
 
 
-def docs_section(results_path, out_path):
-    """The generated results section: the run, the headline table, the plots, as links relative to out_path."""
+def docs_section(results_path, out_path, limits_path=""):
+    """The generated results section: the run, the headline table, what limits NVLinkStore (from limits_path
+    when given, a run with the isolating variants), the plots, as links relative to out_path."""
     with open(results_path) as f:
         doc = json.load(f)
     rows = doc.get("rows", [])
+    limits_doc = doc
+    if limits_path:
+        with open(limits_path) as f:
+            limits_doc = json.load(f)
     here = os.path.dirname(os.path.abspath(out_path))
     stem = results_path[:-5] if results_path.endswith(".json") else results_path
     m = doc.get("machine", {})
     gpus = m.get("gpu_count_used") or m.get("gpu_count_visible") or "?"
     src = rel(results_path, here)
     cmd = f"python3 benchmarks/report.py docs --results {rel(results_path, '.')} --out {rel(out_path, '.')}"
+    if limits_path:
+        cmd += f" --limits {rel(limits_path, '.')}"
     md = [DOCS_BEGIN, f"<!-- regenerate: {cmd} -->", ""]
     md.append(f"### {m.get('gpu_name', 'unknown GPU')} x {gpus}, {doc.get('date', '')[:10]} ({doc.get('mode', '')} sweep)")
     md.append("")
@@ -431,6 +601,15 @@ def docs_section(results_path, out_path):
     if total:
         md.append(f"put_bw (block scope): gpucomm is below NVSHMEM at {len(below)} of {total} points compared "
                   "(listed in the results `.md`).")
+    limits = limits_md(limits_doc.get("rows", []), limits_doc.get("profile", []))
+    if limits:
+        md += ["#### What limits NVLinkStore (measured)", ""]
+        if limits_path:
+            lm = limits_doc.get("machine", {})
+            md += [f"From [`{os.path.basename(limits_path)}`]({rel(limits_path, here)}): "
+                   f"{lm.get('gpu_name', '?')} x {lm.get('gpu_count_used', '?')}, {limits_doc.get('date', '')[:10]}, "
+                   f"command `{limits_doc.get('command', '').strip()}`; gpucomm and the variants in the same run.", ""]
+        md += limits + [""]
     bad = [x for x in rows if x.get("status") != "ok"]
     failed_runs = [x for x in doc.get("runs", []) if str(x.get("rc")) != "0"]
     if bad or failed_runs:
@@ -470,8 +649,10 @@ def docs_main(argv):
     ap.add_argument("--out", default="docs/benchmarks.md",
                     help="the page: the text between its BEGIN/END generated-results markers is replaced; a file "
                          "that does not exist is created with the section alone")
+    ap.add_argument("--limits", default="",
+                    help="another results JSON whose isolating variants and counters to show (default: --results)")
     a = ap.parse_args(argv)
-    section = docs_section(a.results, a.out)
+    section = docs_section(a.results, a.out, a.limits)
     if os.path.exists(a.out):
         with open(a.out) as f:
             page = f.read()
@@ -501,6 +682,8 @@ def main():
     ap.add_argument("--gpus", type=int, default=0)
     ap.add_argument("--quick", type=int, default=0)
     ap.add_argument("--seconds", type=float, default=0)
+    ap.add_argument("--ncu", default="", help="ncu --csv --page raw of bench_cuda's copy_profile")
+    ap.add_argument("--ncu-launches", default="", help="the launch rows copy_profile wrote (names the kernels)")
     ap.add_argument("--out", required=True, help="path without extension")
     a = ap.parse_args()
 
@@ -535,6 +718,7 @@ def main():
                      "ping-pong values are round trip / 2",
         "runs": runs,
         "rows": rows,
+        "profile": load_ncu(a.ncu, a.ncu_launches),
     }
     with open(a.out + ".json", "w") as f:
         json.dump(doc, f, indent=1)
@@ -560,6 +744,9 @@ def main():
         for ratio, (variant, ctas, size), gv, nv in below[:20]:
             md.append(f"| {variant} | {ctas} | {fmt_size(size)} | {fmt(gv)} | {fmt(nv)} |")
     md.append("")
+    limits = limits_md(rows, doc["profile"])
+    if limits:
+        md += ["## What limits NVLinkStore", ""] + limits + [""]
     bad = [x for x in rows if x.get("status") != "ok"]
     failed_runs = [x for x in runs if str(x.get("rc")) not in ("0",)]
     if bad or failed_runs:

@@ -2,10 +2,12 @@
 # Run gpucomm's benchmark suite on this machine's GPUs, with the raw CUDA references, every peer
 # library found (NVSHMEM, NCCL) and the verbs_gpu posting benchmark (GPU 0, software NIC model),
 # in one go:
-#   scripts/bench.sh [--quick] [--gpus N] [--budget-s S] [--skip-build]
+#   scripts/bench.sh [--quick] [--gpus N] [--budget-s S] [--skip-build] [--no-profile]
 # Writes benchmarks/results/<date>-<gpu>-<n>gpu.{json,md} (+ -plots/*.png when matplotlib is there),
 # and copies them to $OUT when it is set. Every case runs in its own process under a timeout, so a
 # case that fails or hangs costs only its own rows; the results file is written whatever happens.
+# The isolating variants (bench_cuda's *_limits cases) run with the rest, and where ncu is installed
+# the copy variants are profiled once (hardware counters into the results; --no-profile skips it).
 # Time: --quick < 4 minutes, full < 9 minutes on 4 H200 (build included); --budget-s caps the run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,7 @@ quick=0
 gpus=""
 budget=""
 skip_build=0
+profile=1
 command_line="scripts/bench.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -23,7 +26,8 @@ while [ $# -gt 0 ]; do
     --gpus) gpus=$2; shift ;;
     --budget-s) budget=$2; shift ;;
     --skip-build) skip_build=1 ;;
-    -h|--help) sed -n 2,9p "$0"; exit 0 ;;
+    --no-profile) profile=0 ;;
+    -h|--help) sed -n 2,11p "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -208,6 +212,28 @@ else
     have bench_gpucomm && run_case gpucomm all_reduce "$n" "$lat_limit" "$build/benchmarks/bench_gpucomm"
     have bench_nccl && run_case nccl all_reduce "$n" "$lat_limit" "$build/benchmarks/bench_nccl"
   done
+  # What limits NVLinkStore: raw variants that each change one thing (benchmarks/cuda/limits.cu).
+  if have bench_cuda; then
+    for c in pingpong_limits quiet_limits barrier_limits copy_limits; do
+      run_case cuda "$c" 2 "$lat_limit" "$build/benchmarks/bench_cuda"
+    done
+    # Hardware counters of the copy variants at 1 and 4 CTAs (one launch each, not timed).
+    if [ $profile = 1 ] && command -v ncu >/dev/null 2>&1 && [ "$(remaining)" -ge 60 ]; then
+      echo "== ncu: copy variants (limit 120s)"
+      metrics=gpu__time_duration.sum,l1tex__m_l1tex2xbar_req_cycles_active.max.pct_of_peak_sustained_elapsed
+      metrics+=,l1tex__m_l1tex2xbar_write_bytes.sum,l1tex__m_xbar2l1tex_read_bytes.sum
+      metrics+=,l1tex__lsuin_requests.max.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts.max.pct_of_peak_sustained_elapsed
+      for r in lg_throttle long_scoreboard barrier membar; do
+        metrics+=,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio
+      done
+      t0=$(date +%s)
+      timeout -k 5 120 ncu --clock-control none -k regex:copy_limit_kernel --metrics "$metrics" --csv --page raw \
+        "$build/benchmarks/bench_cuda" --case copy_profile --out "$work/ncu-launches.jsonl" >"$work/ncu.csv" 2>>"$log"
+      rc=$?
+      echo "   rc=$rc $(( $(date +%s) - t0 ))s"
+      record copy_profile ncu 1 "$rc" "$(( $(date +%s) - t0 ))" "$([ $rc = 0 ] && echo ok || echo "exit status $rc")"
+    fi
+  fi
   for c in put_bw get_bw; do
     have bench_gpucomm && run_case gpucomm "$c" 2 "$bw_limit" "$build/benchmarks/bench_gpucomm"
     nvshmem_ok && run_case nvshmem "$c" 2 "$bw_limit" "${mpi[@]}" -np 2 "$build/benchmarks/bench_nvshmem"
@@ -218,7 +244,7 @@ fi
 if [ -n "$python" ]; then
   "$python" benchmarks/report.py --rows "$rows" --status "$status" --machine "$machine" --topo "$work/topo.txt" \
     --driver "$work/driver.txt" --command "$command_line" --gpus "$gpus" --quick "$quick" \
-    --seconds "$(elapsed)" --out "$results/$stem" || echo "report.py failed"
+    --seconds "$(elapsed)" --ncu "$work/ncu.csv" --ncu-launches "$work/ncu-launches.jsonl" --out "$results/$stem" || echo "report.py failed"
   if "$python" -c 'import matplotlib' 2>/dev/null; then
     "$python" benchmarks/plot.py "$results/$stem.json" --out "$results/$stem-plots" || echo "plot.py failed"
   else

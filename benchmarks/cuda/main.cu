@@ -6,6 +6,7 @@
 //   flag_pingpong  one thread per GPU: store a flag in the peer's memory, spin on the own flag;
 //                  volatile and release/acquire (system scope) flags; round trip / 2.
 //   machine        not a benchmark: one JSON line describing the GPUs (for the results file).
+//   *_limits       the isolating variants behind docs/benchmarks.md's "What limits it" (limits.cu).
 // Usage: bench_cuda --case NAME --out rows.jsonl [--quick] [--budget-s S]
 #include <cuda/atomic>
 
@@ -16,6 +17,7 @@
 
 #include "../harness/device_buffer.hpp"
 #include "../harness/harness.hpp"
+#include "common.hpp"
 
 namespace {
 
@@ -30,49 +32,13 @@ bench::row base(char const* case_name, char const* transport) {
   return r;
 }
 
-void require_two_gpus_with_peer_access() {
-  int count = 0;
-  BENCH_CUDA(cudaGetDeviceCount(&count));
-  if (count < 2) throw bench::failure("needs 2 GPUs, " + std::to_string(count) + " visible");
-  for (int d = 0; d < 2; ++d) {
-    int can = 0;
-    BENCH_CUDA(cudaDeviceCanAccessPeer(&can, d, 1 - d));
-    if (!can) throw bench::failure("GPU " + std::to_string(d) + " cannot access GPU " + std::to_string(1 - d));
-    BENCH_CUDA(cudaSetDevice(d));
-    cudaError_t const rc = cudaDeviceEnablePeerAccess(1 - d, 0);
-    if (rc == cudaErrorPeerAccessAlreadyEnabled)
-      cudaGetLastError();
-    else
-      BENCH_CUDA(rc);
-  }
-}
-
-/// One non-blocking stream per GPU, destroyed at the end.
-struct streams {
-  cudaStream_t s[2]{};
-  streams() {
-    for (int d = 0; d < 2; ++d) {
-      BENCH_CUDA(cudaSetDevice(d));
-      BENCH_CUDA(cudaStreamCreateWithFlags(&s[d], cudaStreamNonBlocking));
-    }
-  }
-  streams(streams const&) = delete;
-  streams& operator=(streams const&) = delete;
-  ~streams() {
-    for (int d = 0; d < 2; ++d) {
-      cudaSetDevice(d);
-      cudaStreamDestroy(s[d]);
-    }
-  }
-};
-
 void ce_copy(bench::session& s) {
   auto const& o = s.opt();
-  require_two_gpus_with_peer_access();
+  bench_cuda::require_peer_access();
   constexpr std::size_t max_size = bench::GiB;
   bench::device_buffer<std::byte> src[2] = {{0, max_size}, {1, max_size}};
   bench::device_buffer<std::byte> dst[2] = {{0, max_size}, {1, max_size}};
-  streams st;
+  bench_cuda::stream_pair st;
   bench::event_timer timer[2] = {bench::event_timer(0), bench::event_timer(1)};
   bench::plan const plan = bench::bandwidth_plan(o);
   std::vector<std::size_t> const sizes = o.quick ? std::vector<std::size_t>{bench::MiB, 64 * bench::MiB, bench::GiB}
@@ -136,11 +102,11 @@ __global__ void __launch_bounds__(threads_per_cta, 1)
 
 void sm_store(bench::session& s) {
   auto const& o = s.opt();
-  require_two_gpus_with_peer_access();
+  bench_cuda::require_peer_access();
   constexpr std::size_t max_size = bench::GiB;
   bench::device_buffer<uint4> buf[2] = {{0, max_size / 16}, {1, max_size / 16}};
   bench::device_buffer<uint4> local[2] = {{0, max_size / 16}, {1, max_size / 16}};
-  streams st;
+  bench_cuda::stream_pair st;
   bench::event_timer timer[2] = {bench::event_timer(0), bench::event_timer(1)};
   bench::plan const plan = bench::bandwidth_plan(o);
   std::vector<std::size_t> const sizes =
@@ -224,9 +190,9 @@ __global__ void flag_kernel(unsigned long long* mine, unsigned long long* theirs
 
 void flag_pingpong(bench::session& s) {
   auto const& o = s.opt();
-  require_two_gpus_with_peer_access();
+  bench_cuda::require_peer_access();
   bench::device_buffer<unsigned long long> flag[2] = {{0, 1}, {1, 1}};
-  streams st;
+  bench_cuda::stream_pair st;
   bench::event_timer timer(0);
   bench::plan const plan = bench::latency_plan(o, 1000, 200);
   for (bool const atomic : {false, true}) {
@@ -310,10 +276,11 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::vector<bench::case_entry> const cases{
+  std::vector<bench::case_entry> cases{
       {"ce_copy", ce_copy},
       {"sm_store", sm_store},
       {"flag_pingpong", flag_pingpong},
   };
+  for (auto& c : bench_cuda::limit_cases()) cases.push_back(std::move(c));
   return bench::run_main(argc, argv, "cuda", cases, {}, /*writer=*/true, {0, 1});
 }
