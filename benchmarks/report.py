@@ -382,8 +382,10 @@ def limits_summary(rows):
     def cell(label, value, unit):
         return f"{label}: {fmt(value, unit)}" if value is not None else None
 
-    def join(*items):
-        return "; ".join(i for i in items if i)
+    def join(*items, note=""):
+        """The measured variants, with the note; nothing when none was measured."""
+        measured = "; ".join(i for i in items if i)
+        return measured + note if measured else ""
 
     lines = []
     big = 256 << 20
@@ -397,7 +399,8 @@ def limits_summary(rows):
                                                                           size=big), "GB/s"),
                            cell("unroll 4", one("copy_limits", "copy-unroll4", ctas=ctas, size=big), "GB/s"),
                            cell("non-coherent loads", one("copy_limits", "copy-unroll8-nc", ctas=ctas, size=big), "GB/s"),
-                           cell("bulk-copy unit, best staging", bulk, "GB/s")) + " (256 MiB, grid barrier per iteration)"))
+                           cell("bulk-copy unit, best staging", bulk, "GB/s"),
+                           note=" (256 MiB, grid barrier per iteration)")))
     g16 = best(pick(r, case="put_bw", library="gpucomm", scope="block", variant="uni", size=16 << 20))
     s16 = best_of("copy_limits", "store-only", size=16 << 20)
     c16 = best_of("copy_limits", "copy-unroll8", size=16 << 20)
@@ -408,7 +411,8 @@ def limits_summary(rows):
                        cell(f"SM copy loop, best grid ({c16['ctas']} CTAs)" if c16 else "SM copy loop",
                             c16 and c16["value"], "GB/s"),
                        cell("store only at 256 MiB, 132 CTAs", one("copy_limits", "store-only", ctas=132, size=big),
-                            "GB/s")) + " (grid barrier per iteration)"))
+                            "GB/s"),
+                       note=" (grid barrier per iteration)")))
     gp = best(pick(r, case="put_signal_pingpong", library="gpucomm", scope="thread", size=8), key=min)
     lines.append(("put_signal ping-pong, thread, 8 B, one way", fmt(gp["value"] if gp else None, "us"),
                   join(cell("volatile flag (not ordered)", one("pingpong_limits", "volatile-flag (not ordered)"), "us"),

@@ -46,6 +46,23 @@ struct stream_pair {
   }
 };
 
+/// Launches `launch(device, stream)` on GPU 1 (the responder) first, then on GPU 0 (the initiator)
+/// between the timer's events; returns GPU 0's time in ms once both kernels are done.
+template <class Launch>
+std::vector<double> time_initiator(stream_pair& st, bench::event_timer& timer, Launch&& launch) {
+  for (int d = 1; d >= 0; --d) {
+    BENCH_CUDA(cudaSetDevice(d));
+    if (d == 0) timer.start(st.s[0]);
+    launch(d, st.s[d]);
+    BENCH_CUDA(cudaGetLastError());
+    if (d == 0) timer.stop(st.s[0]);
+  }
+  std::vector<double> ms{timer.ms()};
+  BENCH_CUDA(cudaSetDevice(1));
+  BENCH_CUDA(cudaStreamSynchronize(st.s[1]));
+  return ms;
+}
+
 /// copy_limits, copy_profile, pingpong_limits, quiet_limits, barrier_limits (limits.cu).
 std::vector<bench::case_entry> limit_cases();
 

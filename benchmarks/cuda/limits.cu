@@ -432,18 +432,10 @@ void pingpong_limits(bench::session& s) {
             flag[d].zero(st.s[d]);
             BENCH_CUDA(cudaStreamSynchronize(st.s[d]));
           }
-          for (int d = 1; d >= 0; --d) {  // the responder first, then the timed initiator
-            BENCH_CUDA(cudaSetDevice(d));
-            if (d == 0) timer.start(st.s[0]);
-            pingpong_limit_kernel<<<1, 1, 0, st.s[d]>>>(flag[d].get(), flag[1 - d].get(), data[d].get(),
-                                                        data[1 - d].get(), iters, d == 0, c);
-            BENCH_CUDA(cudaGetLastError());
-            if (d == 0) timer.stop(st.s[0]);
-          }
-          std::vector<double> ms{timer.ms()};
-          BENCH_CUDA(cudaSetDevice(1));
-          BENCH_CUDA(cudaStreamSynchronize(st.s[1]));
-          return ms;
+          return time_initiator(st, timer, [&](int d, cudaStream_t stream) {
+            pingpong_limit_kernel<<<1, 1, 0, stream>>>(flag[d].get(), flag[1 - d].get(), data[d].get(),
+                                                       data[1 - d].get(), iters, d == 0, c);
+          });
         };
         auto value = [](std::vector<double> const& ms, int iters) { return bench::us_per_iter(ms[0], iters) / 2; };
         return bench::finish(where, bench::measure(plan, s.coll(), run, value));
@@ -596,17 +588,9 @@ void barrier_limits(bench::session& s) {
             words[d].zero(st.s[d]);
             BENCH_CUDA(cudaStreamSynchronize(st.s[d]));
           }
-          for (int d = 1; d >= 0; --d) {
-            BENCH_CUDA(cudaSetDevice(d));
-            if (d == 0) timer.start(st.s[0]);
-            barrier_limit_kernel<<<1, 1, 0, st.s[d]>>>(f, d, iters, c.kind);
-            BENCH_CUDA(cudaGetLastError());
-            if (d == 0) timer.stop(st.s[0]);
-          }
-          std::vector<double> ms{timer.ms()};
-          BENCH_CUDA(cudaSetDevice(1));
-          BENCH_CUDA(cudaStreamSynchronize(st.s[1]));
-          return ms;
+          return time_initiator(st, timer, [&](int d, cudaStream_t stream) {
+            barrier_limit_kernel<<<1, 1, 0, stream>>>(f, d, iters, c.kind);
+          });
         };
         auto value = [](std::vector<double> const& ms, int iters) { return bench::us_per_iter(ms[0], iters); };
         return bench::finish(where, bench::measure(plan, s.coll(), run, value));

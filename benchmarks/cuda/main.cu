@@ -212,20 +212,12 @@ void flag_pingpong(bench::session& s) {
           BENCH_CUDA(cudaSetDevice(d));
           BENCH_CUDA(cudaStreamSynchronize(st.s[d]));
         }
-        for (int d = 1; d >= 0; --d) {  // the responder first, then the timed initiator
-          BENCH_CUDA(cudaSetDevice(d));
-          if (d == 0) timer.start(st.s[0]);
+        return bench_cuda::time_initiator(st, timer, [&](int d, cudaStream_t stream) {
           if (atomic)
-            flag_kernel<true><<<1, 1, 0, st.s[d]>>>(flag[d].get(), flag[1 - d].get(), iters, d == 0);
+            flag_kernel<true><<<1, 1, 0, stream>>>(flag[d].get(), flag[1 - d].get(), iters, d == 0);
           else
-            flag_kernel<false><<<1, 1, 0, st.s[d]>>>(flag[d].get(), flag[1 - d].get(), iters, d == 0);
-          BENCH_CUDA(cudaGetLastError());
-          if (d == 0) timer.stop(st.s[0]);
-        }
-        std::vector<double> ms{timer.ms()};
-        BENCH_CUDA(cudaSetDevice(1));
-        BENCH_CUDA(cudaStreamSynchronize(st.s[1]));
-        return ms;
+            flag_kernel<false><<<1, 1, 0, stream>>>(flag[d].get(), flag[1 - d].get(), iters, d == 0);
+        });
       };
       auto value = [](std::vector<double> const& ms, int iters) { return bench::us_per_iter(ms[0], iters) / 2; };
       return finish(where, bench::measure(plan, s.coll(), run, value));
