@@ -395,8 +395,8 @@ def limits_summary(rows):
                                                                              "bulk-4x32KiB")), default=0) or None
         lines.append((f"put_bw uni, block, {ctas} CTA{'' if ctas == 1 else 's'}", fmt(g["value"] if g else None, "GB/s"),
                       join(cell("store only (no loads)", one("copy_limits", "store-only", ctas=ctas, size=big), "GB/s"),
-                           cell("SM copy loop, unroll 8", one("copy_limits", "copy-unroll8", ctas=ctas, size=big),
-                                "GB/s"),
+                           cell("SM copy loop, unroll 8 (gpucomm's)", one("copy_limits", "copy-unroll8", ctas=ctas,
+                                                                          size=big), "GB/s"),
                            cell("unroll 4", one("copy_limits", "copy-unroll4", ctas=ctas, size=big), "GB/s"),
                            cell("non-coherent loads", one("copy_limits", "copy-unroll8-nc", ctas=ctas, size=big), "GB/s"),
                            cell("bulk-copy unit, best staging", bulk, "GB/s"),

@@ -3,7 +3,7 @@
 // explain the targets NVLinkStore misses (docs/benchmarks.md, "What limits it"):
 //   copy_limits      PE 0 -> PE 1, block scope as in put_bw (each CTA its own contiguous share,
 //                    a grid barrier every iteration): store only (no loads), the SM copy loop at
-//                    unroll 4 (gpucomm's) / 8 / 8 with non-coherent loads, and the bulk-copy
+//                    unroll 4 / 8 (8 is gpucomm's) / 8 with non-coherent loads, and the bulk-copy
 //                    unit (cp.async.bulk global -> shared -> peer, one thread per CTA, S stages).
 //   copy_profile     not timed: each copy variant launched once at 1 and 4 CTAs, for ncu.
 //   pingpong_limits  one thread per GPU, 8-byte flag (and an 8-byte data store first): which of

@@ -81,7 +81,7 @@ class LimitsTest(unittest.TestCase):
         summary = {what: (g, variants) for what, g, variants in report.limits_summary(self.rows())}
         g, v = summary["put_bw uni, block, 1 CTA"]
         self.assertEqual(g, "45.6 GB/s")
-        self.assertIn("SM copy loop, unroll 8: 45.5 GB/s", v)
+        self.assertIn("SM copy loop, unroll 8 (gpucomm's): 45.5 GB/s", v)
         self.assertIn("non-coherent loads: 45.4 GB/s", v)
         self.assertIn("bulk-copy unit, best staging: 43.2 GB/s", v)
         self.assertNotIn("unroll 4:", v)

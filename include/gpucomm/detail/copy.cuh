@@ -6,8 +6,8 @@
 // of V-sized vectors, and an exact byte tail. V is the widest of 16/8/4/2/1 bytes for which source
 // and destination are equally misaligned, so 16-byte loads and stores carry any copy whose
 // addresses agree modulo 16. Vector i of the body goes to thread i % size: consecutive threads
-// touch consecutive addresses (coalesced), and each thread keeps `copy_unroll` loads in flight
-// before its stores, which is what hides NVLink and HBM latency.
+// touch consecutive addresses (coalesced), and each thread keeps `unroll` loads in flight before
+// its stores, which is what hides NVLink and HBM latency.
 
 #include <cstddef>
 #include <cstdint>
@@ -18,12 +18,6 @@
 namespace gpucomm::detail {
 
 #if defined(__CUDACC__)
-
-/// Vectors each thread loads before storing them. Raw copy kernels into a peer's memory
-/// (benchmarks/cuda/limits.cu, copy_limits, 2 x H200) ran 0.1-1.1 % faster with 4 than with 8 at
-/// 10 of 12 grid x size points and at most 0.33 % slower at the other two; 4 also holds half the
-/// registers.
-inline constexpr unsigned copy_unroll = 4;
 
 template <group G>
 __device__ GPUCOMM_FORCEINLINE void copy_bytes(G const& g, unsigned char* dst, unsigned char const* src,
@@ -54,7 +48,7 @@ __device__ GPUCOMM_FORCEINLINE void copy_aligned_as(G const& g, unsigned char* d
   std::size_t const count = (bytes - head) / width;
   std::size_t const tail_at = head + count * width;
   copy_bytes(g, dst, src, head);
-  copy_vectors<V, copy_unroll>(g, reinterpret_cast<V*>(dst + head), reinterpret_cast<V const*>(src + head), count);
+  copy_vectors<V, 8>(g, reinterpret_cast<V*>(dst + head), reinterpret_cast<V const*>(src + head), count);
   copy_bytes(g, dst + tail_at, src + tail_at, bytes - tail_at);
 }
 
