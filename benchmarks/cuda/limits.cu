@@ -206,6 +206,7 @@ __global__ void __launch_bounds__(threads_per_cta, 1)
   if constexpr (V == copy_variant::bulk) {
     if (threadIdx.x == 0) {
       for (int s = 0; s < stages; ++s) cuda::ptx::mbarrier_init(&bars[s], 1);
+      // Orders the initialisations before the bulk copies that complete on these barriers.
       cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
     }
     __syncthreads();
@@ -383,6 +384,8 @@ __device__ void wait_flag(wait_kind k, unsigned long long* flag, unsigned long l
   } else {
     while (flag_ref(*flag).load(cuda::memory_order_relaxed) < v) {
     }
+    // The relaxed load that saw the flag, then this fence: an acquire pattern, ordering the
+    // peer's writes before the flag ahead of this thread's later reads.
     cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
   }
 }
@@ -463,6 +466,8 @@ std::vector<quiet_config> const quiet_configs{
 __global__ void __launch_bounds__(512, 1) quiet_limit_kernel(int* remote, int iters, quiet_kind k) {
   for (int i = 0; i < iters; ++i) {
     remote[threadIdx.x] = i;
+    // The sync puts every thread's store before the leader's fence; the fence (system scope,
+    // cumulative) waits until they are performed at the peer. no fence: only the syncs.
     __syncthreads();
     if (k == quiet_kind::every_thread_acq_rel) {
       cuda::ptx::fence(cuda::ptx::sem_acq_rel, cuda::ptx::scope_sys);
@@ -546,6 +551,8 @@ __global__ void barrier_limit_kernel(barrier_flags f, int me, int iters, barrier
     // The epoch kept in memory between barriers, as a library call must keep it, or the loop's.
     auto const epoch = in_memory ? *epoch_word + 1 : static_cast<unsigned long long>(i);
     if (k == barrier_kind::epoch_word_stored_before_fence) *epoch_word = epoch;
+    // This fence and the relaxed flag stores after it form a release pattern at system scope: what
+    // the thread wrote before the barrier reaches each PE ahead of the flag (NVLinkStore's way).
     if (k != barrier_kind::release_stores_acquire && k != barrier_kind::no_fence)
       cuda::ptx::fence(cuda::ptx::sem_acq_rel, cuda::ptx::scope_sys);
     for (int pe = 0; pe < 2; ++pe) {
@@ -560,6 +567,8 @@ __global__ void barrier_limit_kernel(barrier_flags f, int me, int iters, barrier
       while (word.load(acquire ? cuda::memory_order_acquire : cuda::memory_order_relaxed) < epoch) {
       }
     }
+    // After relaxed polls, the acquire half: orders what the peers released before this thread's
+    // later reads.
     if (k == barrier_kind::fence_relaxed_relaxed_fence)
       cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
   }
