@@ -1,8 +1,10 @@
 #pragma once
-// Helpers shared by the verbs_gpu host tests: a host "group" of std::threads, and a connected
-// pair of QPs on one NIC model with registered host buffers.
+// Helpers shared by the verbs_gpu host tests: a host "group" of std::threads, a connected pair of
+// QPs on one NIC model with registered host buffers, and the error-case posting step.
+#include <catch2/catch.hpp>
 #include <gpucomm/verbs_gpu/model/nic_model.hpp>
 #include <gpucomm/verbs_gpu/send_queue.cuh>
+#include <gpucomm/verbs_gpu/wqe.cuh>
 
 #include <atomic>
 #include <barrier>
@@ -92,6 +94,29 @@ template <class F>
 vg::status post_one(vg::send_queue const& sq, std::uint32_t wqebbs, F f, vg::post_flags flags = vg::post_flags::none,
                     std::uint64_t* index = nullptr) {
   return sq.post(vg::detail::one_thread{}, wqebbs, 1, make_builder(f), flags, index);
+}
+
+/// A faulty WQE a test posts, and the error CQE it expects for it.
+struct error_case {
+  char const* name;
+  vg::cqe_syndrome syndrome;
+  vg::opcode wqe_opcode;
+};
+
+/// Posts the faulty WQE `bad` with the doorbell deferred, then two good 8-byte writes from `src`
+/// word 0 to `dst` words 2 and 3 (which ring it), so an error leaves two WQEs behind it to flush.
+/// Returns the faulty WQE's index.
+template <class F>
+std::uint64_t post_bad_then_two_writes(vg::send_queue const& sq, F bad, host_buffer const& src,
+                                       host_buffer const& dst) {
+  std::uint64_t bad_idx = 0;
+  REQUIRE(post_one(sq, 1, bad, vg::post_flags::defer_doorbell, &bad_idx) == vg::status::ok);
+  for (std::size_t k = 0; k < 2; ++k) {
+    REQUIRE(post_one(sq, 1, [&](vg::wqe_slot const& s, std::uint32_t) {
+              return vg::build_rdma_write(s, src.local(0, 8), dst.remote(2 + k));
+            }) == vg::status::ok);
+  }
+  return bad_idx;
 }
 
 }  // namespace verbs_test

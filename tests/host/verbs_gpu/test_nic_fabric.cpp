@@ -377,14 +377,6 @@ TEST_CASE("verbs_gpu fabric: atomics across nics (8-byte CS/FA, masked CS/FA on 
   }
 }
 
-namespace {
-struct fabric_error_case {
-  char const* name;
-  vg::cqe_syndrome syndrome;
-  vg::opcode wqe_opcode;
-};
-}  // namespace
-
 TEST_CASE("verbs_gpu fabric: responder errors come back as the requester's error CQEs", "[verbs][model][fabric]") {
   node A, B;
   auto& la = A.buf(64);
@@ -404,7 +396,7 @@ TEST_CASE("verbs_gpu fabric: responder errors come back as the requester's error
             }) == vg::status::ok);
     CHECK(rb.words[0] == 0x5555);
     if (c == 10) A.nic->connect_remote(qa.qpn(), B.address, 0xabcdef);  // no such QP at B
-    fabric_error_case ec{};
+    error_case ec{};
     auto bad = [&](vg::wqe_slot const& s, std::uint32_t) -> std::uint32_t {
       switch (c) {
         case 0:
@@ -445,13 +437,7 @@ TEST_CASE("verbs_gpu fabric: responder errors come back as the requester's error
       }
     };
     std::uint64_t const flushed0 = A.nic->stats().flushed;
-    std::uint64_t bad_idx = 0;
-    REQUIRE(post_one(sq, 1, bad, vg::post_flags::defer_doorbell, &bad_idx) == vg::status::ok);
-    for (int k = 0; k < 2; ++k) {
-      REQUIRE(post_one(sq, 1, [&](vg::wqe_slot const& s, std::uint32_t) {
-                return vg::build_rdma_write(s, la.local(0, 8), rb.remote(2 + k));
-              }) == vg::status::ok);
-    }
+    std::uint64_t const bad_idx = post_bad_then_two_writes(sq, bad, la, rb);
     INFO(ec.name);
     REQUIRE(wait_for(sq, bad_idx + 2) == vg::status::error);
     vg::cq_error const e = sq.last_error();

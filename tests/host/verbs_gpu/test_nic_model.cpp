@@ -225,14 +225,6 @@ TEST_CASE("verbs_gpu model: every opcode end to end on host memory", "[verbs][mo
   }
 }
 
-namespace {
-struct error_case {
-  char const* name;
-  vg::cqe_syndrome syndrome;
-  vg::opcode wqe_opcode;
-};
-}  // namespace
-
 TEST_CASE("verbs_gpu model: error CQEs, error state and flush", "[verbs][model][error]") {
   // Each case: a fresh QP pair, one good write, then the faulty WQE, then two more good writes
   // that must be flushed. The poster sees status::error, never a hang or "not yet".
@@ -303,13 +295,7 @@ TEST_CASE("verbs_gpu model: error CQEs, error state and flush", "[verbs][model][
             return vg::build_send(s, la.local(0, 8));
         }
       };
-      std::uint64_t bad_idx = 0;
-      REQUIRE(post_one(sq, 1, bad, vg::post_flags::defer_doorbell, &bad_idx) == vg::status::ok);
-      for (int k = 0; k < 2; ++k) {
-        REQUIRE(post_one(sq, 1, [&](vg::wqe_slot const& s, std::uint32_t) {
-                  return vg::build_rdma_write(s, la.local(0, 8), rb.remote(2 + k));
-                }) == vg::status::ok);
-      }
+      std::uint64_t const bad_idx = post_bad_then_two_writes(sq, bad, la, rb);
       n.progress();
       INFO(ec.name << (mode == vg::cq_mode::collapsed ? " (collapsed CQ)" : " (owner-bit CQ)"));
       // Owner-bit CQ: the error CQE comes first and is recorded; collapsed CQ: the newest entry is a
