@@ -180,16 +180,7 @@ void all_reduce(bench::session& s) {
   }
   bench::event_timer timer(w.device(0));
   w.barrier();
-  std::vector<std::size_t> const sizes =
-      o.quick ? std::vector<std::size_t>{8, 64 * bench::KiB, bench::MiB} : std::vector<std::size_t>{8,
-                                                                                                    64,
-                                                                                                    512,
-                                                                                                    4 * bench::KiB,
-                                                                                                    32 * bench::KiB,
-                                                                                                    64 * bench::KiB,
-                                                                                                    256 * bench::KiB,
-                                                                                                    bench::MiB,
-                                                                                                    4 * bench::MiB};
+  std::vector<std::size_t> const sizes = bench::all_reduce_sizes(o.quick, max_bytes);
   bench::plan plan = bench::latency_plan(o, 25, 10);  // graph launches of calls_per_graph calls
   plan.warmup_iters = 2;
   for (std::size_t const size : sizes) {

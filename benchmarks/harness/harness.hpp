@@ -130,6 +130,18 @@ inline constexpr std::size_t KiB = std::size_t{1} << 10;
 inline constexpr std::size_t MiB = std::size_t{1} << 20;
 inline constexpr std::size_t GiB = std::size_t{1} << 30;
 
+/// The all_reduce cases' message sizes (bytes) up to `max_bytes`, the same for every library.
+inline std::vector<std::size_t> all_reduce_sizes(bool quick, std::size_t max_bytes) {
+  std::vector<std::size_t> const all =
+      quick ? std::vector<std::size_t>{8, 64 * KiB, MiB}
+            : std::vector<std::size_t>{8,         64,  512,     4 * KiB,  32 * KiB, 64 * KiB,
+                                       256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB};
+  std::vector<std::size_t> v;
+  for (std::size_t const s : all)
+    if (s <= max_bytes) v.push_back(s);
+  return v;
+}
+
 /// How a point is timed.
 struct plan {
   double target_ms = 1.0;  // calibrated iteration counts aim at this much time per timed launch

@@ -210,18 +210,7 @@ void all_reduce(bench::session& s) {
     out.emplace_back(d, max_bytes / sizeof(float));
   }
   bench::event_timer timer(0);
-  std::vector<std::size_t> const sizes = o.quick ? std::vector<std::size_t>{8, 64 * bench::KiB, bench::MiB}
-                                                 : std::vector<std::size_t>{8,
-                                                                            64,
-                                                                            512,
-                                                                            4 * bench::KiB,
-                                                                            32 * bench::KiB,
-                                                                            64 * bench::KiB,
-                                                                            256 * bench::KiB,
-                                                                            bench::MiB,
-                                                                            4 * bench::MiB,
-                                                                            16 * bench::MiB,
-                                                                            64 * bench::MiB};
+  std::vector<std::size_t> const sizes = bench::all_reduce_sizes(o.quick, max_bytes);
   bench::plan plan = bench::latency_plan(o, 25, 10);  // graph launches
   plan.warmup_iters = 2;
   int version = 0;
