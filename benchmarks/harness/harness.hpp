@@ -29,6 +29,8 @@
 #include <utility>
 #include <vector>
 
+#include "filter.hpp"
+
 namespace bench {
 
 // ---- errors ---------------------------------------------------------------------------------------
@@ -85,6 +87,7 @@ struct options {
   double budget_s = 0;    // --budget-s: stop sweeping after this many seconds (0: no limit)
   int reps = 0;           // --reps: repetitions per point (0: the case's default)
   bool list = false;      // --list: print the case names and exit
+  point_filter only;      // --only AXIS=VALUES (repeatable): run only the matching points (filter.hpp)
 
   static options parse(int argc, char** argv) {
     options o;
@@ -108,10 +111,12 @@ struct options {
         o.reps = std::stoi(value("--reps"));
       else if (a == "--list")
         o.list = true;
+      else if (a == "--only")
+        o.only.add(value("--only"));
       else
         throw failure("unknown argument " + a +
                       " (expected --case NAME --out FILE [--quick] [--npes N] "
-                      "[--budget-s S] [--reps R] | --list)");
+                      "[--budget-s S] [--reps R] [--only AXIS=VALUES]... | --list)");
     }
     return o;
   }
@@ -245,6 +250,18 @@ inline std::string to_json(row const& r) {
   j += std::string(",\"grid_barrier\":") + (r.grid_barrier ? "true" : "false");
   j += ",\"status\":" + str(r.status) + ",\"note\":" + str(r.note) + "}";
   return j;
+}
+
+/// A row's value of one of point_filter's axes, as text.
+inline std::string axis_value(row const& r, std::string const& axis) {
+  if (axis == "variant") return r.variant;
+  if (axis == "scope") return r.scope;
+  if (axis == "transport") return r.transport;
+  if (axis == "ctas") return std::to_string(r.ctas);
+  if (axis == "threads") return std::to_string(r.threads);
+  if (axis == "npes") return std::to_string(r.npes);
+  if (axis == "size") return std::to_string(r.size);
+  throw failure("no row axis named " + axis);
 }
 
 /// Where rows go: appended to the --out file (one JSON object a line, flushed each time) and
@@ -427,6 +444,7 @@ class session {
   /// measured row. Returns false when the point failed or was skipped.
   template <class F>
   bool point(row const& where, F&& f) {
+    if (!opt_.only.accepts([&](std::string const& axis) { return axis_value(where, axis); })) return false;
     if (!coll_.all(!over_budget())) {
       if (!skipped_) {
         row r = where;
