@@ -153,7 +153,7 @@ struct plan {
   int min_iters = 1;
   int max_iters = 1000;
   int fixed_iters = 0;    // > 0: no calibration, always this many (latency and ping-pong cases)
-  int warmup_iters = 20;  // the warm-up launch (fixed_iters mode; calibration launches warm up otherwise)
+  int warmup_iters = 20;  // the warm-up launch (fixed_iters mode; one iteration before calibrating otherwise)
   int reps = 5;
 };
 
@@ -399,8 +399,11 @@ measured measure(plan const& p, collective const& coll, Run&& run, Value&& value
   if (iters > 0) {
     run(p.warmup_iters);  // warm-up launch (caches, TLBs, clocks)
   } else {
-    // Calibrate: one iteration (also the warm-up), then 32 if one is too short to time well. Every
-    // process takes the same branch (run() may hold collective calls).
+    // Warm up with one iteration first: a kernel's first launch on a device also loads its module
+    // (CUDA loads lazily), which would make the calibration launch look slow and the point run with
+    // too few iterations. Then calibrate: one iteration, and 32 if one is too short to time well.
+    // Every process takes the same branch (run() may hold collective calls).
+    run(1);
     double per_iter = slowest(run(1));
     bool const too_short = per_iter >= 0 && per_iter < 0.05;
     if (!coll.all(!too_short)) {
