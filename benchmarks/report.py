@@ -395,15 +395,17 @@ def limits_summary(rows):
                                                                              "bulk-4x32KiB")), default=0) or None
         lines.append((f"put_bw uni, block, {ctas} CTA{'' if ctas == 1 else 's'}", fmt(g["value"] if g else None, "GB/s"),
                       join(cell("store only (no loads)", one("copy_limits", "store-only", ctas=ctas, size=big), "GB/s"),
-                           cell("SM copy loop, unroll 8 (gpucomm's)", one("copy_limits", "copy-unroll8", ctas=ctas,
+                           cell("SM copy loop, unroll 2 (gpucomm's)", one("copy_limits", "copy-unroll2", ctas=ctas,
                                                                           size=big), "GB/s"),
                            cell("unroll 4", one("copy_limits", "copy-unroll4", ctas=ctas, size=big), "GB/s"),
-                           cell("non-coherent loads", one("copy_limits", "copy-unroll8-nc", ctas=ctas, size=big), "GB/s"),
+                           cell("unroll 8", one("copy_limits", "copy-unroll8", ctas=ctas, size=big), "GB/s"),
+                           cell("unroll 8, non-coherent loads", one("copy_limits", "copy-unroll8-nc", ctas=ctas,
+                                                                    size=big), "GB/s"),
                            cell("bulk-copy unit, best staging", bulk, "GB/s"),
                            note=" (256 MiB, grid barrier per iteration)")))
     g16 = best(pick(r, case="put_bw", library="gpucomm", scope="block", variant="uni", size=16 << 20))
     s16 = best_of("copy_limits", "store-only", size=16 << 20)
-    c16 = best_of("copy_limits", "copy-unroll8", size=16 << 20)
+    c16 = best_of("copy_limits", "copy-unroll2", size=16 << 20)
     lines.append(("put_bw uni, block, 16 MiB, best grid",
                   fmt(g16["value"] if g16 else None, "GB/s") + (f" ({g16['ctas']} CTAs)" if g16 else ""),
                   join(cell(f"store only, best grid ({s16['ctas']} CTAs)" if s16 else "store only", s16 and s16["value"],

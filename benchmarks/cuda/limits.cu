@@ -3,8 +3,9 @@
 // explain the targets NVLinkStore misses (docs/benchmarks.md, "What limits it"):
 //   copy_limits      PE 0 -> PE 1, block scope as in put_bw (each CTA its own contiguous share,
 //                    a grid barrier every iteration): store only (no loads), the SM copy loop at
-//                    unroll 4 / 8 (8 is gpucomm's) / 8 with non-coherent loads, and the bulk-copy
-//                    unit (cp.async.bulk global -> shared -> peer, one thread per CTA, S stages).
+//                    unroll 2 (gpucomm's) / 4 / 8 (gpucomm's before) / 8 with non-coherent loads,
+//                    and the bulk-copy unit (cp.async.bulk global -> shared -> peer, one thread per
+//                    CTA, S stages).
 //   copy_profile     not timed: each copy variant launched once at 1 and 4 CTAs, for ncu.
 //   pingpong_limits  one thread per GPU, 8-byte flag (and an 8-byte data store first): which of
 //                    data, release, acquire costs what in put_signal's one-way latency.
@@ -123,7 +124,7 @@ std::vector<memory_kind> memory_kinds(bool all_memory) {
 
 // ---- copy ---------------------------------------------------------------------------------------
 
-enum class copy_variant { store, copy_u4, copy_u8, copy_u8_nc, bulk };
+enum class copy_variant { store, copy_u2, copy_u4, copy_u8, copy_u8_nc, bulk };
 
 struct copy_config {
   copy_variant variant;
@@ -135,6 +136,7 @@ struct copy_config {
 
 std::vector<copy_config> const copy_configs{
     {copy_variant::store, "store-only"},
+    {copy_variant::copy_u2, "copy-unroll2"},
     {copy_variant::copy_u4, "copy-unroll4"},
     {copy_variant::copy_u8, "copy-unroll8"},
     {copy_variant::copy_u8_nc, "copy-unroll8-nc"},
@@ -144,7 +146,7 @@ std::vector<copy_config> const copy_configs{
 };
 
 template <unsigned Unroll, bool NonCoherent>
-__device__ void copy_loop(uint4* dst, uint4 const* src, std::size_t count) {
+__device__ void copy_loop(uint4* __restrict__ dst, uint4 const* __restrict__ src, std::size_t count) {
   std::size_t i = threadIdx.x;
   std::size_t const size = blockDim.x;
   for (; i + (Unroll - 1) * size < count; i += Unroll * size) {
@@ -215,6 +217,8 @@ __global__ void __launch_bounds__(threads_per_cta, 1)
     if constexpr (V == copy_variant::store) {
       uint4 const v{static_cast<unsigned>(it), 1u, 2u, 3u};
       for (std::size_t i = threadIdx.x; i < per_cta; i += blockDim.x) dst[i] = v;
+    } else if constexpr (V == copy_variant::copy_u2) {
+      copy_loop<2, false>(dst, src, per_cta);
     } else if constexpr (V == copy_variant::copy_u4) {
       copy_loop<4, false>(dst, src, per_cta);
     } else if constexpr (V == copy_variant::copy_u8) {
@@ -239,6 +243,8 @@ copy_kernel_t kernel_for(copy_variant v) {
   switch (v) {
     case copy_variant::store:
       return copy_limit_kernel<copy_variant::store>;
+    case copy_variant::copy_u2:
+      return copy_limit_kernel<copy_variant::copy_u2>;
     case copy_variant::copy_u4:
       return copy_limit_kernel<copy_variant::copy_u4>;
     case copy_variant::copy_u8:

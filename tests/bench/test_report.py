@@ -66,6 +66,7 @@ class LimitsTest(unittest.TestCase):
         return [
             row("put_bw", "uni", 45.6, library="gpucomm", **bw),
             row("copy_limits", "store-only", 50.6, **bw),
+            row("copy_limits", "copy-unroll2", 45.7, **bw),
             row("copy_limits", "copy-unroll8", 45.5, **bw),
             row("copy_limits", "copy-unroll8-nc", 45.4, **bw),  # a prefix of another name must not match it
             row("copy_limits", "bulk-4x16KiB", 40.0, **bw),
@@ -81,8 +82,9 @@ class LimitsTest(unittest.TestCase):
         summary = {what: (g, variants) for what, g, variants in report.limits_summary(self.rows())}
         g, v = summary["put_bw uni, block, 1 CTA"]
         self.assertEqual(g, "45.6 GB/s")
-        self.assertIn("SM copy loop, unroll 8 (gpucomm's): 45.5 GB/s", v)
-        self.assertIn("non-coherent loads: 45.4 GB/s", v)
+        self.assertIn("SM copy loop, unroll 2 (gpucomm's): 45.7 GB/s", v)
+        self.assertIn("unroll 8: 45.5 GB/s", v)
+        self.assertIn("unroll 8, non-coherent loads: 45.4 GB/s", v)
         self.assertIn("bulk-copy unit, best staging: 43.2 GB/s", v)
         self.assertNotIn("unroll 4:", v)
         g, v = summary["put_signal ping-pong, thread, 8 B, one way"]
@@ -100,7 +102,7 @@ class LimitsTest(unittest.TestCase):
         md = report.tables(self.rows())
         titles = [line for line in md if line.startswith("### pingpong_limits")]
         self.assertEqual(len(titles), 1)
-        self.assertEqual(len([line for line in md if line.startswith("### copy_limits")]), 5)  # one per variant
+        self.assertEqual(len([line for line in md if line.startswith("### copy_limits")]), 6)  # one per variant
 
 
 if __name__ == "__main__":

@@ -6,8 +6,18 @@
 // of V-sized vectors, and an exact byte tail. V is the widest of 16/8/4/2/1 bytes for which source
 // and destination are equally misaligned, so 16-byte loads and stores carry any copy whose
 // addresses agree modulo 16. Vector i of the body goes to thread i % size: consecutive threads
-// touch consecutive addresses (coalesced), and each thread keeps `unroll` loads in flight before
-// its stores, which is what hides NVLink and HBM latency.
+// touch consecutive addresses (coalesced).
+//
+// Each part is one group-stride loop that takes two elements per thread at a time: both loads,
+// then both stores (`__restrict__`, since the operands never overlap, lets the compiler keep the
+// loads ahead of the stores). How deep to go was measured on 2 x H200 with put_bw, against
+// NVSHMEM in the same run (docs/benchmarks.md, "The copy loop"):
+//   - one element at a time (16 KB in flight per 1024-thread CTA) is enough while the source sits
+//     in L2, but is 17-20 % slower than two or eight from 1 to 4 CTAs once it comes from HBM
+//     (64 MiB and more);
+//   - eight loads then eight stores, the earlier loop, was 1-3 % slower than NVSHMEM at many
+//     points from 16 KiB to 2 MiB, even where no group of eight ran;
+//   - two were at or above NVSHMEM at every block-scope point.
 
 #include <cstddef>
 #include <cstdint>
@@ -19,24 +29,19 @@ namespace gpucomm::detail {
 
 #if defined(__CUDACC__)
 
-template <group G>
-__device__ GPUCOMM_FORCEINLINE void copy_bytes(G const& g, unsigned char* dst, unsigned char const* src,
-                                               std::size_t n) {
-  for (std::size_t i = group_rank(g); i < n; i += group_size(g)) dst[i] = src[i];
-}
-
-template <class V, unsigned Unroll, group G>
-__device__ GPUCOMM_FORCEINLINE void copy_vectors(G const& g, V* dst, V const* src, std::size_t count) {
+/// Copy `count` V-sized elements, element i by the group's thread i % size.
+template <class V, group G>
+__device__ GPUCOMM_FORCEINLINE void copy_vectors(G const& g, V* __restrict__ dst, V const* __restrict__ src,
+                                                 std::size_t count) {
   std::size_t const size = group_size(g);
   std::size_t i = group_rank(g);
-  for (; i + (Unroll - 1) * size < count; i += Unroll * size) {
-    V v[Unroll];
-#pragma unroll
-    for (unsigned u = 0; u < Unroll; ++u) v[u] = src[i + u * size];
-#pragma unroll
-    for (unsigned u = 0; u < Unroll; ++u) dst[i + u * size] = v[u];
+  for (; i + size < count; i += 2 * size) {
+    V const first = src[i];
+    V const second = src[i + size];
+    dst[i] = first;
+    dst[i + size] = second;
   }
-  for (; i < count; i += size) dst[i] = src[i];
+  if (i < count) dst[i] = src[i];
 }
 
 template <class V, group G>
@@ -47,9 +52,9 @@ __device__ GPUCOMM_FORCEINLINE void copy_aligned_as(G const& g, unsigned char* d
   if (head > bytes) head = bytes;
   std::size_t const count = (bytes - head) / width;
   std::size_t const tail_at = head + count * width;
-  copy_bytes(g, dst, src, head);
-  copy_vectors<V, 8>(g, reinterpret_cast<V*>(dst + head), reinterpret_cast<V const*>(src + head), count);
-  copy_bytes(g, dst + tail_at, src + tail_at, bytes - tail_at);
+  copy_vectors(g, dst, src, head);
+  copy_vectors(g, reinterpret_cast<V*>(dst + head), reinterpret_cast<V const*>(src + head), count);
+  copy_vectors(g, dst + tail_at, src + tail_at, bytes - tail_at);
 }
 
 /// Call `f(V{})` with V the widest of 16/8/4/2/1-byte words whose size divides `bits`.
@@ -80,7 +85,7 @@ __device__ GPUCOMM_FORCEINLINE void group_copy(G const& g, void* dst, void const
     // or tail (an aligned 8-byte put is one 8-byte store, not eight byte stores).
     with_widest_word(d_bits | s_bits | bytes, [&](auto word) {
       using V = decltype(word);
-      copy_vectors<V, 1>(g, reinterpret_cast<V*>(d), reinterpret_cast<V const*>(s), bytes / sizeof(V));
+      copy_vectors(g, reinterpret_cast<V*>(d), reinterpret_cast<V const*>(s), bytes / sizeof(V));
     });
     return;
   }
