@@ -13,7 +13,7 @@
 // loads ahead of the stores). How deep to go was measured on 2 x H200 with put_bw, against
 // NVSHMEM in the same run (docs/benchmarks.md, "The copy loop"):
 //   - one element at a time (16 KB in flight per 1024-thread CTA) is enough while the source sits
-//     in L2, but is 17-20 % slower than two or eight from 1 to 4 CTAs once it comes from HBM
+//     in L2, but is 14-19 % slower than two or eight from 1 to 4 CTAs once it comes from HBM
 //     (64 MiB and more);
 //   - eight loads then eight stores, the earlier loop, was 1-3 % slower than NVSHMEM at many
 //     points from 16 KiB to 2 MiB, even where no group of eight ran;
