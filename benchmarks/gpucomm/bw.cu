@@ -70,12 +70,9 @@ void bandwidth(bench::session& s, char const* case_name, bool get) {
             where.unit = "GB/s";
             where.grid_barrier = true;
             if (ctas > resident) {
-              bench::row r = where;
-              r.status = "skipped";
-              r.note = std::to_string(ctas) + " CTAs of " + std::to_string(threads_per_cta) +
-                       " threads cannot all be resident (at most " + std::to_string(resident) +
-                       "); a grid barrier would hang";
-              s.out().write(r);
+              s.skip(where, std::to_string(ctas) + " CTAs of " + std::to_string(threads_per_cta) +
+                                " threads cannot all be resident (at most " + std::to_string(resident) +
+                                "); a grid barrier would hang");
               continue;
             }
             std::size_t const moved = chunk * units;

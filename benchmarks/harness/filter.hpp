@@ -3,8 +3,10 @@
 // without sweeping the whole case again:
 //   --only scope=block --only variant=uni --only ctas=4,132 --only size=65536..2097152
 // Each --only names one axis and the values it may take (a comma-separated list; a numeric axis
-// also takes an inclusive range LO..HI). A point runs when every named axis takes one of its
-// values. Points filtered out are not run and leave no row.
+// also takes an inclusive range LO..HI, and compares as a number, so 04 is 4). A point runs when
+// every named axis takes one of its values; an axis may be named once. Points filtered out are not
+// run and leave no row (not even a "skipped" one). Text values are not checked against the case's
+// names, so the harness warns when a filter matched no point at all.
 //
 // Host-only and CUDA-free, so it is unit-tested on the host (tests/host/bench_filter_test.cpp).
 
@@ -29,6 +31,10 @@ class point_filter {
     std::string const key = clause.substr(0, eq);
     if (!known_axis(key))
       throw std::invalid_argument("--only " + clause + ": unknown axis '" + key + "'" + axes_hint());
+    for (auto const& c : conditions_)
+      if (c.key == key)
+        throw std::invalid_argument("--only " + clause + ": axis '" + key +
+                                    "' named twice; list its values in one --only, separated by commas");
     condition c{key, {}};
     std::size_t begin = eq + 1;
     while (begin <= clause.size()) {
@@ -58,8 +64,8 @@ class point_filter {
 
  private:
   struct value {
-    std::string text;           // an exact value, or empty for a range
-    unsigned long long lo = 0;  // an inclusive numeric range when text is empty
+    std::string text;           // a text axis's value; empty for a numeric axis
+    unsigned long long lo = 0;  // a numeric axis's inclusive range (lo == hi for one number)
     unsigned long long hi = 0;
     bool matches(std::string const& actual) const {
       if (!text.empty()) return actual == text;
@@ -97,15 +103,18 @@ class point_filter {
 
   static value parse_value(std::string const& clause, std::string const& key, std::string const& text) {
     auto const dots = text.find("..");
-    if (dots == std::string::npos) {
-      unsigned long long ignored = 0;
-      if (numeric_axis(key) && !parse_number(text, ignored))
-        throw std::invalid_argument("--only " + clause + ": '" + text + "' is not a number (" + key + " is numeric)");
+    if (!numeric_axis(key)) {
+      if (dots != std::string::npos)
+        throw std::invalid_argument("--only " + clause + ": a range needs a numeric axis, and " + key + " is not");
       return {text};
     }
-    if (!numeric_axis(key))
-      throw std::invalid_argument("--only " + clause + ": a range needs a numeric axis, and " + key + " is not");
     value v;
+    if (dots == std::string::npos) {
+      if (!parse_number(text, v.lo))
+        throw std::invalid_argument("--only " + clause + ": '" + text + "' is not a number (" + key + " is numeric)");
+      v.hi = v.lo;
+      return v;
+    }
     if (!parse_number(text.substr(0, dots), v.lo) || !parse_number(text.substr(dots + 2), v.hi) || v.lo > v.hi)
       throw std::invalid_argument("--only " + clause + ": '" + text + "' is not a range LO..HI with LO <= HI");
     return v;

@@ -443,11 +443,29 @@ class session {
   collective const& coll() const { return coll_; }
   sink& out() { return out_; }
 
+  /// Whether --only lets the point `where` run; counts the points it lets through.
+  bool selected(row const& where) {
+    bool const yes = opt_.only.accepts([&](std::string const& axis) { return axis_value(where, axis); });
+    selected_ += yes;
+    return yes;
+  }
+  /// How many points --only let through so far.
+  int points_selected() const { return selected_; }
+
+  /// Record that the point `where` cannot run here (`why`), unless --only leaves it out anyway.
+  void skip(row const& where, std::string why) {
+    if (!selected(where)) return;
+    row r = where;
+    r.status = "skipped";
+    r.note = std::move(why);
+    out_.write(r);
+  }
+
   /// Run one point. `where` describes it (case, library, axes); `f()` fills in and returns the
-  /// measured row. Returns false when the point failed or was skipped.
+  /// measured row. Returns false when the point failed, was skipped or was left out by --only.
   template <class F>
   bool point(row const& where, F&& f) {
-    if (!opt_.only.accepts([&](std::string const& axis) { return axis_value(where, axis); })) return false;
+    if (!selected(where)) return false;
     if (!coll_.all(!over_budget())) {
       if (!skipped_) {
         row r = where;
@@ -497,6 +515,7 @@ class session {
   std::function<void()> health_;
   std::chrono::steady_clock::time_point start_;
   bool skipped_ = false;
+  int selected_ = 0;
 };
 
 /// Throws fatal if any of `devices` has a broken context (a sticky error from an earlier kernel).
@@ -555,6 +574,9 @@ inline int run_main(int argc, char** argv, char const* library, std::vector<case
     session s(o, out, coll, [devices] { check_devices(devices); });
     try {
       it->run(s);
+      if (!o.only.empty() && s.points_selected() == 0 && writer)
+        std::fprintf(stderr, "%s: --only matched no point of case %s (check the values against its rows)\n", library,
+                     o.case_name.c_str());
     } catch (fatal const& e) {
       row r;
       r.case_name = o.case_name;

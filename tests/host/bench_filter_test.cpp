@@ -44,6 +44,13 @@ TEST_CASE("a filter needs every named axis to take one of its values", "[bench]"
   CHECK(!passes(f, at("block", "41", "65536")));   // 4 is a whole value, not a prefix
 }
 
+TEST_CASE("a numeric axis compares as a number", "[bench]") {
+  bench::point_filter f;
+  f.add("ctas=04");
+  CHECK(passes(f, at("block", "4", "8")));
+  CHECK(!passes(f, at("block", "40", "8")));
+}
+
 TEST_CASE("a numeric axis takes single numbers and ranges in one list", "[bench]") {
   bench::point_filter f;
   f.add("size=8,1024..4096");
@@ -66,4 +73,8 @@ TEST_CASE("a filter refuses clauses it cannot apply, saying why", "[bench]") {
   CHECK_THROWS_WITH(f.add("size=1..x"), Catch::Contains("LO..HI"));
   CHECK_THROWS_WITH(f.add("scope=a..b"), Catch::Contains("numeric axis"));
   CHECK(f.empty());  // nothing refused was kept
+  f.add("size=8");
+  CHECK_THROWS_WITH(f.add("size=16"), Catch::Contains("named twice"));
+  CHECK(passes(f, at("block", "1", "8")));  // the first clause stays as it was
+  CHECK(!passes(f, at("block", "1", "16")));
 }
