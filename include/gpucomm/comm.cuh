@@ -91,9 +91,9 @@ class comm {
 #if defined(__CUDACC__)
   // ---- data movement ----------------------------------------------------------------------------
   // In every put and get, the n elements at `src` and those at `dst` (at the PE they live on) must
-  // not overlap, as in OpenSHMEM: transports copy on that assumption (NVLinkStore's loop is
-  // `__restrict__`). A put to this PE between disjoint parts of one buffer is fine; onto the same
-  // or an overlapping range it is undefined.
+  // not overlap, as in OpenSHMEM: transports copy in any order (NVLinkStore loads two elements per
+  // thread before it stores them). A put to this PE between disjoint parts of one buffer is fine;
+  // onto the same or an overlapping range it is undefined.
 
   /// Copy n elements from local `src` to `dst` at PE `pe`. Returns when `src` may be reused.
   template <class G, class T>

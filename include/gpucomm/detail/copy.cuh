@@ -9,15 +9,16 @@
 // touch consecutive addresses (coalesced).
 //
 // Each part is one group-stride loop that takes two elements per thread at a time: both loads,
-// then both stores (`__restrict__`, since the operands never overlap, lets the compiler keep the
-// loads ahead of the stores). How deep to go was measured on 2 x H200 with put_bw, against
-// NVSHMEM in the same run (docs/benchmarks.md, "The copy loop"):
+// then both stores. How deep to go was measured on 2 x H200 with put_bw, each candidate loop
+// against NVSHMEM in the same run, 150 block-scope points from 16 KiB to 256 MiB
+// (benchmarks/results/2026-11-22-NVIDIA-H200-2gpu-copy-loop/, run 2; docs/benchmarks.md, "The
+// copy loop"):
 //   - one element at a time (16 KB in flight per 1024-thread CTA) is enough while the source sits
-//     in L2, but is 14-19 % slower than two or eight from 1 to 4 CTAs once it comes from HBM
-//     (64 MiB and more);
-//   - eight loads then eight stores, the earlier loop, was 1-3 % slower than NVSHMEM at many
-//     points from 16 KiB to 2 MiB, even where no group of eight ran;
-//   - two were at or above NVSHMEM at every block-scope point.
+//     in L2, but once it comes from HBM (64 MiB and more, 1 to 4 CTAs) it only matches NVSHMEM,
+//     and is 14-18 % slower than two or eight;
+//   - eight loads then eight stores, the loop before, was below NVSHMEM, outside the rounds'
+//     spread, at 33 points from 16 KiB to 2 MiB (by 0.1-2.7 %), even where no group of eight ran;
+//   - two were below NVSHMEM outside the spread at none of them.
 
 #include <cstddef>
 #include <cstdint>
@@ -31,8 +32,7 @@ namespace gpucomm::detail {
 
 /// Copy `count` V-sized elements, element i by the group's thread i % size.
 template <class V, group G>
-__device__ GPUCOMM_FORCEINLINE void copy_vectors(G const& g, V* __restrict__ dst, V const* __restrict__ src,
-                                                 std::size_t count) {
+__device__ GPUCOMM_FORCEINLINE void copy_vectors(G const& g, V* dst, V const* src, std::size_t count) {
   std::size_t const size = group_size(g);
   std::size_t i = group_rank(g);
   for (; i + size < count; i += 2 * size) {
