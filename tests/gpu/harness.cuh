@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -19,6 +20,33 @@
 namespace gpucomm::test {
 
 inline bool under_mpi() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+/// PEs per GPU in the test world: GPUCOMM_TEST_PES_PER_GPU (default 1). scripts/gpu-round.sh sets
+/// it to run every suite with several PEs sharing one GPU.
+inline int pes_per_gpu() {
+  char const* env = std::getenv("GPUCOMM_TEST_PES_PER_GPU");
+  int const n = env ? std::atoi(env) : 1;
+  if (n < 1) {
+    std::fprintf(stderr, "GPUCOMM_TEST_PES_PER_GPU=%s is not a count >= 1\n", env);
+    std::exit(2);
+  }
+  return n;
+}
+
+inline int visible_gpus() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+}
+
+/// The test world's PEs when launched plainly: every visible GPU pes_per_gpu() times, the PEs of a
+/// GPU next to each other ({0, 0, 1, 1} for two GPUs and two PEs each).
+inline std::vector<int> single_process_devices() {
+  std::vector<int> devices;
+  for (int d = 0; d < visible_gpus(); ++d)
+    for (int k = 0; k < pes_per_gpu(); ++k) devices.push_back(d);
+  return devices;
+}
 
 // The transport the op suite (tests/gpu/ops) runs on, chosen per test binary by
 // GPUCOMM_TEST_TRANSPORT: 1 NVLinkStore (gpucomm_gpu_tests), 2 IBGDAPost through the NIC model
@@ -66,27 +94,24 @@ inline gpucomm::world_options test_world_options() {
   return o;
 }
 
-/// Build a world in this process's mode: under MPI one PE per rank on GPU local_rank, otherwise
-/// one PE per visible GPU.
+/// Build a world in this process's mode: under MPI one PE per rank on GPU
+/// local_rank / pes_per_gpu(), otherwise pes_per_gpu() PEs on every visible GPU.
 inline std::unique_ptr<gpucomm::world> make_world(gpucomm::world_options options = test_world_options()) {
 #if GPUCOMM_TEST_TRANSPORT == 3
   if (!options.load_store_filter) {
-    int const npes = under_mpi() ? std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")) : [] {
-      int n = 0;
-      cudaGetDeviceCount(&n);
-      return n;
-    }();
+    int const npes = under_mpi() ? std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE"))
+                                 : static_cast<int>(single_process_devices().size());
     options.load_store_filter = [npes](int i, int j) { return same_half(npes, i, j); };
   }
 #endif
 #if GPUCOMM_TEST_HAVE_MPI
   if (under_mpi()) {
     char const* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    return std::make_unique<gpucomm::world>(gpucomm::mpi_bootstrap(MPI_COMM_WORLD), local ? std::atoi(local) : 0,
-                                            std::move(options));
+    int const device = (local ? std::atoi(local) : 0) / pes_per_gpu();
+    return std::make_unique<gpucomm::world>(gpucomm::mpi_bootstrap(MPI_COMM_WORLD), device, std::move(options));
   }
 #endif
-  return std::make_unique<gpucomm::world>(std::vector<int>{}, std::move(options));
+  return std::make_unique<gpucomm::world>(single_process_devices(), std::move(options));
 }
 
 /// The world shared by the tests of this process (built on first use).

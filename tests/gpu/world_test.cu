@@ -33,7 +33,7 @@ using gpucomm::test::error_of;
 
 }  // namespace
 
-TEST_CASE("the world has one PE per GPU and a symmetric heap every PE can read", "[gpu][world]") {
+TEST_CASE("the world has its PEs on their GPUs and a symmetric heap every PE can read", "[gpu][world]") {
   auto& w = gpucomm::test::the_world();
   int devices = 0;
   GPUCOMM_TEST_CUDA(cudaGetDeviceCount(&devices));
@@ -41,8 +41,8 @@ TEST_CASE("the world has one PE per GPU and a symmetric heap every PE can read",
     CHECK(w.local_pes().size() == 1);
     CHECK(w.one_process_per_gpu() == (w.npes() > 1));
   } else {
-    CHECK(w.npes() == devices);
-    CHECK(static_cast<int>(w.local_pes().size()) == devices);
+    CHECK(w.npes() == devices * gpucomm::test::pes_per_gpu());
+    CHECK(static_cast<int>(w.local_pes().size()) == w.npes());
   }
   std::size_t const n = (std::size_t{3} << 20) / 8 + 5;  // not a whole number of pages
   auto buf = w.alloc<std::uint64_t>(n);
@@ -188,9 +188,56 @@ TEST_CASE("single-process worlds reject bad device lists and PE counts", "[gpu][
   int devices = 0;
   GPUCOMM_TEST_CUDA(cudaGetDeviceCount(&devices));
   CHECK_THAT(error_of([&] { gpucomm::world w({devices}); }), Catch::Contains("does not exist"));
-  if (devices >= 2) CHECK_THAT(error_of([&] { gpucomm::world w({0, 0}); }), Catch::Contains("listed twice"));
+  CHECK_THAT(error_of([&] { gpucomm::world w({0, -1}); }), Catch::Contains("GPU -1 does not exist"));
   gpucomm::world_options o;
   o.expected_pes = devices + 1;
   CHECK_THAT(error_of([&] { gpucomm::world w({}, o); }),
              Catch::Contains("expects " + std::to_string(devices + 1) + " PEs"));
+}
+
+TEST_CASE("a GPU listed several times holds several PEs that reach each other by load/store", "[gpu][world]") {
+  if (gpucomm::test::under_mpi()) {
+    SUCCEED("single-process construction is checked without MPI");
+    return;
+  }
+  gpucomm::world_options o;
+  o.heap_bytes = std::size_t{64} << 20;
+  int devices = 0;
+  GPUCOMM_TEST_CUDA(cudaGetDeviceCount(&devices));
+  // Three PEs on GPU 0 and, where there is one, a fourth on GPU 1 between them.
+  std::vector<int> list{0, 0, 0};
+  if (devices >= 2) list.insert(list.begin() + 1, 1);
+  gpucomm::world w(list, o);
+  int const npes = w.npes();
+  REQUIRE(npes == static_cast<int>(list.size()));
+  for (int a = 0; a < npes; ++a) {
+    CHECK(w.device(a) == list[static_cast<std::size_t>(a)]);
+    for (int b = 0; b < npes; ++b) {
+      CHECK(w.same_gpu(a, b) == (list[static_cast<std::size_t>(a)] == list[static_cast<std::size_t>(b)]));
+      CHECK(w.same_host(a, b));
+      CHECK(w.can_load_store(a, b));
+    }
+  }
+  // Each PE writes its own copy; every PE then reads every copy through remote(): PEs on one GPU
+  // have separate memory at separate addresses.
+  std::size_t const n = 12345;
+  auto buf = w.alloc<std::uint64_t>(n);
+  for_each_local_pe(w, [&](int pe) {
+    write_pattern<<<8, 256, 0, w.stream(pe)>>>(w.comm<gpucomm::NVLinkStore>(pe), buf.ptr(pe), n, 91);
+  });
+  finish(w);
+  std::vector<unsigned long long*> errors(static_cast<std::size_t>(npes), nullptr);
+  for_each_local_pe(w, [&](int pe) {
+    GPUCOMM_TEST_CUDA(cudaMalloc(&errors[pe], sizeof(unsigned long long)));
+    GPUCOMM_TEST_CUDA(cudaMemset(errors[pe], 0, sizeof(unsigned long long)));
+    read_everyone<<<8, 256, 0, w.stream(pe)>>>(w.comm<gpucomm::NVLinkStore>(pe), buf.ptr(pe), n, 91, errors[pe]);
+  });
+  finish(w);
+  for_each_local_pe(w, [&](int pe) {
+    unsigned long long e = 1;
+    GPUCOMM_TEST_CUDA(cudaMemcpy(&e, errors[pe], sizeof(e), cudaMemcpyDeviceToHost));
+    INFO("PE " << pe);
+    CHECK(e == 0);
+    GPUCOMM_TEST_CUDA(cudaFree(errors[pe]));
+  });
 }

@@ -86,24 +86,25 @@ class world {
       for (int d = 0; d < count; ++d) devices.push_back(d);
     }
     check_pe_count(options, static_cast<int>(devices.size()), "the device list");
+    // A GPU may be listed several times: its PEs share it (for development and for testing
+    // multi-PE code on one GPU; see the co-residency rule in the README).
     for (std::size_t i = 0; i < devices.size(); ++i) {
       if (devices[i] < 0 || devices[i] >= count) {
         throw error(call, static_cast<int>(i),
                     "GPU " + std::to_string(devices[i]) + " does not exist; " + std::to_string(count) + " are visible",
                     "list devices between 0 and " + std::to_string(count - 1));
       }
-      for (std::size_t j = 0; j < i; ++j) {
-        if (devices[j] == devices[i]) {
-          throw error(call, static_cast<int>(i),
-                      "GPU " + std::to_string(devices[i]) + " is listed twice (PE " + std::to_string(j) + " and PE " +
-                          std::to_string(i) + ")",
-                      "give each PE its own GPU");
-        }
-      }
     }
     npes_ = static_cast<int>(devices.size());
-    for (int pe = 0; pe < npes_; ++pe) locals_.push_back({pe, devices[static_cast<std::size_t>(pe)]});
-    init(options, std::vector<std::uint64_t>(static_cast<std::size_t>(npes_), 0));
+    std::uint64_t const host = host_id();
+    for (int pe = 0; pe < npes_; ++pe) {
+      int const d = devices[static_cast<std::size_t>(pe)];
+      locals_.push_back({pe, d});
+      pe_place p{host, {}};
+      GPUCOMM_CUDA_CHECK(cudaDeviceGetPCIBusId(p.bus_id, sizeof(p.bus_id), d), pe);
+      places_.push_back(p);
+    }
+    init(options, std::vector<std::uint64_t>(static_cast<std::size_t>(npes_), host));
   }
 
   /// A one-process-per-GPU world: this process is PE boot.rank() of boot.size(), on GPU `device`.
@@ -123,26 +124,13 @@ class world {
     else if (device < 0 || device >= count)
       problem = "GPU " + std::to_string(device) + " does not exist; " + std::to_string(count) + " are visible";
     detail::all_ok_or_throw(boot_, problem.empty(), problem, call);
-    // Two PEs on one GPU is almost always a launch mistake (a wrong local rank).
-    struct place {
-      std::uint64_t host;
-      char bus_id[32];
-    };
-    place mine{host_id(), {}};
+    // Where every PE runs: ranks may share a GPU (the device argument repeats across ranks); their
+    // kernels then need MPS to run at the same time (README, "Several PEs per GPU").
+    pe_place mine{host_id(), {}};
     GPUCOMM_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus_id, sizeof(mine.bus_id), device), rank);
-    auto const places = boot_.allgather_value(mine);
+    places_ = boot_.allgather_value(mine);
     std::vector<std::uint64_t> hosts;
-    for (int i = 0; i < npes_; ++i) {
-      hosts.push_back(places[static_cast<std::size_t>(i)].host);
-      for (int j = 0; j < i; ++j) {
-        if (places[i].host == places[j].host && std::string(places[i].bus_id) == places[j].bus_id) {
-          throw error(call, i,
-                      "PE " + std::to_string(j) + " and PE " + std::to_string(i) + " both use GPU " + places[i].bus_id +
-                          " on the same host",
-                      "give each process its own GPU, e.g. device = OMPI_COMM_WORLD_LOCAL_RANK");
-        }
-      }
-    }
+    for (auto const& p : places_) hosts.push_back(p.host);
     locals_.push_back({rank, device});
     init(options, hosts);
   }
@@ -181,6 +169,12 @@ class world {
   }
   /// Whether PE `from` can load and store PE `to`'s symmetric memory.
   bool can_load_store(int from, int to) const { return heap_->can_load_store(from, to); }
+  /// Whether PEs a and b run on the same host.
+  bool same_host(int a, int b) const { return place(a).host == place(b).host; }
+  /// Whether PEs a and b run on the same GPU (the same PCI device of the same host).
+  bool same_gpu(int a, int b) const {
+    return same_host(a, b) && std::string(place(a).bus_id) == std::string(place(b).bus_id);
+  }
 
   // ---- symmetric memory (collective: every PE, same sizes, same order) --------------------------
 
@@ -351,8 +345,22 @@ class world {
     int device_;
   };
 
+  /// Where a PE runs: its host (a hash of the host name) and its GPU's PCI bus id.
+  struct pe_place {
+    std::uint64_t host;
+    char bus_id[32];
+  };
+  pe_place const& place(int pe) const {
+    if (pe < 0 || pe >= npes_) {
+      throw error("world", pe, "PE " + std::to_string(pe) + " is outside the world of " + std::to_string(npes_) + " PEs",
+                  "pass a PE between 0 and npes() - 1");
+    }
+    return places_[static_cast<std::size_t>(pe)];
+  }
+
   detail::any_bootstrap boot_;
   int npes_ = 0;
+  std::vector<pe_place> places_;  // [pe]
   std::vector<detail::local_pe> locals_;
   std::vector<int> local_pe_ids_;
   std::map<int, owned_stream> streams_;

@@ -114,8 +114,10 @@ class symmetric_heap {
       for (auto const& a : locals_) {
         for (auto const& b : locals_) {
           if (a.pe == b.pe || !allow(a.pe, b.pe)) continue;
-          int can = 0;
-          GPUCOMM_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a.device, b.device), a.pe);
+          // PEs sharing a GPU reach each other by load/store as such (there is no peer-access
+          // query for a device and itself).
+          int can = 1;
+          if (a.device != b.device) GPUCOMM_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a.device, b.device), a.pe);
           reach(a.pe, b.pe) = static_cast<char>(can != 0);
         }
       }
@@ -311,9 +313,12 @@ class symmetric_heap {
         CUmemGenericAllocationHandle h{};
         GPUCOMM_CU_CHECK(driver().cuMemCreate(&h, a.size, &prop, 0), l.pe);
         map_one(a, l.pe, h);
+        // Access is granted per device, so each device is named once however many PEs share it.
         std::vector<CUmemAccessDesc> access;
         for (auto const& reader : locals_) {
-          if (can_load_store(reader.pe, l.pe)) access.push_back(access_for(reader.device));
+          bool const named = std::any_of(access.begin(), access.end(),
+                                         [&](CUmemAccessDesc const& d) { return d.location.id == reader.device; });
+          if (!named && can_load_store(reader.pe, l.pe)) access.push_back(access_for(reader.device));
         }
         GPUCOMM_CU_CHECK(driver().cuMemSetAccess(a.mappings.back().va, a.size, access.data(), access.size()), l.pe);
       }
