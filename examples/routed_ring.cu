@@ -31,10 +31,10 @@ int main() try {
   GPUCOMM_CUDA_CHECK(cudaGetDeviceCount(&gpus), -1);
   int const half = (gpus + 1) / 2;
   gpucomm::world_options options;
-  options.nic = gpucomm::nic_choice::model;
   options.load_store_filter = [half](int i, int j) { return i / half == j / half; };
   options.heap_bytes = std::size_t{256} << 20;
   gpucomm::world w({}, options);
+  w.configure<gpucomm::IBGDAPost>({.nic = gpucomm::nic_choice::model});  // before IBGDAPost's first use
   int const n = 1 << 20;
   auto send = w.alloc<int>(n);
   auto recv = w.alloc<int>(n);

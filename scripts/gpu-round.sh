@@ -1,31 +1,66 @@
 #!/usr/bin/env bash
 # The whole GPU round on a machine with GPUs: configure and build, run the demo and the examples,
 # the three GPU test suites (NVLinkStore, IBGDAPost through the NIC model, route<NVLinkStore,
-# IBGDAPost> with a forced split) on every GPU count asked in both process modes (one process
-# owning the GPUs, and one process per GPU under mpirun), compute-sanitizer over the [sanitize]
-# subset, the verbs_gpu tests and the IBGDAPost/route cases, and optionally the benchmark suite. Each step's log and a summary go to $OUT (default ./gpu-round-out):
-# summary.txt and gpu-round-logs.tgz.
+# IBGDAPost> with a forced split) on every GPU count asked and with several PEs per GPU, in both
+# process modes (one process owning the GPUs, and one process per PE under mpirun),
+# compute-sanitizer over the [sanitize] subset, the verbs_gpu tests and the IBGDAPost/route cases,
+# and optionally the benchmark suite. Each step's log and a summary go to $OUT (default
+# ./gpu-round-out): summary.txt and gpu-round-logs.tgz.
 #
-#   scripts/gpu-round.sh [--steps build,demo,tests,sanitize,bench] [--counts "1 2 4"] [--quick-bench]
+#   scripts/gpu-round.sh [--steps build,demo,tests,sanitize,bench] [--counts "1 2 4"]
+#                        [--pes-per-gpu "1 2 4"] [--mpi-pes-per-gpu "1 2"] [--quick-bench]
 #
 # Steps not named are skipped; a later call can run further steps on the same build (build-gpu/).
+# --counts: GPU counts n (default 1, 2, 4, 8 up to the machine's GPUs, and all of them). For each n
+# and each p of --pes-per-gpu (default "1 2 4") every suite runs in one process with n*p PEs; for
+# each p of --mpi-pes-per-gpu (default "1 2") with n*p >= 2 it runs under mpirun -np n*p. A
+# step's name gives the layout as GPUs and PEs in all: tests_route-one-process-1gpu-4pe is four PEs
+# on one GPU, tests-mpi-2gpu-4pe four processes on two GPUs. The test binaries take the layout from
+# GPUCOMM_TEST_PES_PER_GPU, which the round sets for each run (a caller's value is ignored).
+# mpirun runs whose processes share a GPU run under the CUDA MPS control daemon, without which
+# their kernels would time-slice: the round starts its own (pipe and log directories in its logs,
+# nothing global) around those runs and quits it afterwards, also on failure or interrupt; it uses
+# a daemon that is already reachable and leaves that one running; where nvidia-cuda-mps-control
+# is missing, those runs are reported as SKIP and the overall line says so. The GPU's compute
+# mode is never changed. The sanitizers run with two PEs: on GPUs 0 and 1, or twice on GPU 0 of a
+# one-GPU machine.
+# Environment: OUT, GPUCOMM_STEP_TIMEOUT (seconds a step may take, default 900), GPUCOMM_COMMIT
+# (the commit named in the summary, default git's HEAD).
 # Catch2 is taken from .deps/catch2 (Debian's package unpacked there) when the machine has none.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
+# shellcheck source=scripts/lib/common.sh
 source scripts/lib/common.sh
 
+usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench]" >&2; exit 2; }
 steps="build,demo,tests,sanitize"
 counts=""
+pes_per_gpu="1 2 4"
+mpi_pes_per_gpu="1 2"
 bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
+    --steps|--counts|--pes-per-gpu|--mpi-pes-per-gpu) [ $# -ge 2 ] || usage ;;&
     --steps) steps=$2; shift 2 ;;
     --counts) counts=$2; shift 2 ;;
+    --pes-per-gpu) pes_per_gpu=$2; shift 2 ;;
+    --mpi-pes-per-gpu) mpi_pes_per_gpu=$2; shift 2 ;;
     --quick-bench) bench_args+=(--quick); shift ;;
-    *) echo "unknown argument $1" >&2; exit 2 ;;
+    *) echo "unknown argument $1" >&2; usage ;;
   esac
 done
+for v in $counts $pes_per_gpu $mpi_pes_per_gpu; do
+  [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "--counts, --pes-per-gpu and --mpi-pes-per-gpu take counts >= 1, not '$v'" >&2; exit 2; }
+done
 has_step() { [[ ",$steps," == *",$1,"* ]]; }
+# Only the round chooses the PE layout of a test run.
+unset GPUCOMM_TEST_PES_PER_GPU
+
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${ngpu:-0}" -eq 0 ]; then
+  echo "This machine has no NVIDIA GPU, so the GPU round cannot run here."
+  exit 1
+fi
 
 OUT=${OUT:-$PWD/gpu-round-out}
 mkdir -p "$OUT"
@@ -34,29 +69,84 @@ summary=$OUT/summary.txt
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [ "${ngpu:-0}" -eq 0 ]; then
-  echo "This machine has no NVIDIA GPU, so the GPU round cannot run here."
-  exit 1
-fi
 if [ -z "$counts" ]; then
   for n in 1 2 4 8; do [ "$n" -le "$ngpu" ] && counts="$counts $n"; done
   [[ " $counts " == *" $ngpu "* ]] || counts="$counts $ngpu"
 fi
+
+# layout N P: the name of N GPUs with P PEs each, as GPUs and PEs in all ("2gpu-4pe").
+layout() { echo "${1}gpu-$(($1 * $2))pe"; }
+# The sanitizers' two PEs: one on each of GPUs 0 and 1, or both on GPU 0 of a one-GPU machine.
+if [ "$ngpu" -ge 2 ]; then san_n=2; san_pes=1; else san_n=1; san_pes=2; fi
+san_layout=$(layout "$san_n" "$san_pes")
+
+# mpirun runs whose processes share a GPU (p >= 2) need MPS; mps_mode says how they get it: none
+# (no such run), own (the round starts a daemon of its own), existing (one is reachable already:
+# every run uses it, and it is left running), missing (nvidia-cuda-mps-control not found: those
+# runs are skipped).
+one_layouts=""; mpi_layouts=""; shared_runs=0
+for n in $counts; do
+  for p in $pes_per_gpu; do one_layouts+=" $(layout "$n" "$p")"; done
+  for p in $mpi_pes_per_gpu; do
+    [ $((n * p)) -ge 2 ] && mpi_layouts+=" $(layout "$n" "$p")"
+    [ "$p" -ge 2 ] && shared_runs=1
+  done
+done
+has_step tests || shared_runs=0
+mps_vars=()   # CUDA_MPS_* of the daemon the shared-GPU runs use (empty: the caller's environment)
+mps_probe() {  # mps_probe TRIES: whether the daemon that mps_vars name answers
+  local i
+  for ((i = 0; i < $1; i++)); do
+    [ "$i" -gt 0 ] && sleep 1
+    echo get_server_list | timeout 10 env "${mps_vars[@]}" nvidia-cuda-mps-control > /dev/null 2>&1 && return 0
+  done
+  return 1
+}
+mps_mode=none
+if command -v nvidia-cuda-mps-control > /dev/null 2>&1; then
+  if mps_probe 1; then mps_mode=existing
+  elif [ "$shared_runs" -eq 1 ]; then
+    mps_mode=own; mps_vars=(CUDA_MPS_PIPE_DIRECTORY="$logs/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$logs/mps/log")
+  fi
+elif [ "$shared_runs" -eq 1 ]; then mps_mode=missing
+fi
+
 note "gpu-round $(date -u +%Y-%m-%dT%H:%MZ): $ngpu GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
 note "commit: ${GPUCOMM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+layouts=()
+has_step tests && layouts+=("one process${one_layouts:- (none)}" "mpirun${mpi_layouts:- (none)}")
+has_step sanitize && layouts+=("sanitizers $san_layout")
+if [ ${#layouts[@]} -gt 0 ]; then
+  printf -v joined '%s; ' "${layouts[@]}"
+  note "PE layouts (GPUs-PEs in all): ${joined%; }"
+fi
+case $mps_mode in
+  none) has_step tests && note "MPS: not used (no mpirun run shares a GPU)" ;;
+  own) note "MPS: a daemon of the round's own for the mpirun runs that share a GPU (pipe and log directories: mps/ in the logs)" ;;
+  existing) note "MPS: a daemon was already running (${CUDA_MPS_PIPE_DIRECTORY:-default pipe directory}); every run uses it, and it is left running" ;;
+  missing) note "MPS: nvidia-cuda-mps-control not found: the mpirun runs that share a GPU are skipped" ;;
+esac
 nvidia-smi topo -m > "$logs/topo.txt" 2>&1
 nvidia-smi > "$logs/nvidia-smi.txt" 2>&1
 
 status=0
+skipped=0
+step_pid=""
+current_step=""
+skip() { note "SKIP  $1 ($2)"; skipped=$((skipped + 1)); }
 # run NAME CMD...: run a step, log it, and record its outcome and Catch2's/ctest's closing line.
 run() {
   local name=$1; shift
   local log="$logs/$name.log"
   local start=$SECONDS
   # A step that hangs is killed (GPUCOMM_STEP_TIMEOUT seconds, default 900) and counts as failed.
-  timeout -k 10 "${GPUCOMM_STEP_TIMEOUT:-900}" "$@" > "$log" 2>&1
+  # It runs in the background so that an interrupt reaches on_signal at once, not after the step.
+  current_step=$name
+  timeout -k 10 "${GPUCOMM_STEP_TIMEOUT:-900}" "$@" > "$log" 2>&1 &
+  step_pid=$!
+  wait "$step_pid"
   local rc=$?
+  step_pid=""
   local tail_line
   tail_line=$(grep -E "All tests passed|test cases:|assertions:|tests passed|OK$|WRONG|ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -n 2 | tr '\n' ' ')
   if [ $rc -eq 0 ]; then note "PASS  $name ($((SECONDS - start)) s) $tail_line"
@@ -64,11 +154,46 @@ run() {
   return $rc
 }
 
-build=build-gpu
+# The MPS daemon of the round's own (mps_mode own) lives from mps_start to mps_stop; the EXIT trap
+# quits it when the round ends early. A daemon found running is never quit.
+mps_ours=0
+mps_start() {
+  mkdir -p "$logs/mps/pipe" "$logs/mps/log"
+  # Started with every GPU visible: a client's CUDA_VISIBLE_DEVICES selects among the daemon's.
+  if env -u CUDA_VISIBLE_DEVICES "${mps_vars[@]}" nvidia-cuda-mps-control -d > "$logs/mps/start.log" 2>&1; then
+    mps_ours=1
+    if mps_probe 10; then note "MPS   daemon started"; return 0; fi
+  fi
+  note "FAIL  mps-start (see mps/start.log and mps/log/control.log in the logs)"
+  status=1
+  return 1
+}
+mps_stop() {
+  [ "$mps_ours" -eq 1 ] || return 0
+  mps_ours=0
+  if echo quit | timeout 60 env "${mps_vars[@]}" nvidia-cuda-mps-control >> "$logs/mps/start.log" 2>&1; then
+    note "MPS   daemon stopped"
+  else
+    note "WARN  the MPS daemon did not take quit (pipe directory $logs/mps/pipe)"
+  fi
+}
+# on_signal NAME NUMBER: stop the running step, record the interrupt, exit (the EXIT trap quits MPS).
+# shellcheck disable=SC2317  # called by the traps below
+on_signal() {
+  trap - INT TERM
+  if [ -n "$step_pid" ]; then kill -TERM "$step_pid" 2>/dev/null; wait "$step_pid"; fi
+  note "STOP  interrupted by SIG$1${current_step:+ during $current_step}; the logs so far are in $logs"
+  exit $((128 + $2))
+}
+trap mps_stop EXIT
+trap 'on_signal INT 2' INT
+trap 'on_signal TERM 15' TERM
+
+build="build-gpu"
 tests_bin=$build/tests/gpucomm_gpu_tests
 # The op suite per transport: NVLinkStore (with the world and verbs_gpu tests), IBGDAPost through
-# the NIC model, route<NVLinkStore, IBGDAPost> with a forced split.
-suites="gpucomm_gpu_tests gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route"
+# the NIC model, route<NVLinkStore, IBGDAPost> with a forced split, MinimalStore (the contract alone).
+suites=(gpucomm_gpu_tests gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route gpucomm_gpu_tests_minimal)
 if has_step build; then
   prefix=()
   [ -d .deps/catch2/usr ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr")
@@ -76,7 +201,7 @@ if has_step build; then
   command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
   run configure cmake -S . -B $build "${gen[@]}" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" \
       -DCMAKE_CUDA_COMPILER="$(gpucomm_find_nvcc)"
-  run build cmake --build $build -j "$(nproc)" --target $suites ring_shift cub_allreduce thrust_local routed_ring
+  run build cmake --build $build -j "$(nproc)" --target "${suites[@]}" ring_shift cub_allreduce thrust_local routed_ring
 fi
 
 if has_step demo; then
@@ -85,45 +210,85 @@ if has_step demo; then
 fi
 
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x NVSHMEM_DISABLE_NVLS
-     -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x CUDA_VISIBLE_DEVICES)
+     -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x CUDA_VISIBLE_DEVICES -x GPUCOMM_TEST_PES_PER_GPU)
+# mpi_run N P SUITE: SUITE under mpirun with P processes on each of GPUs 0..N-1. Processes that
+# share a GPU get the MPS directories: the round's own, or the caller's where they are set.
+mpi_run() {
+  local mps_env=() mps_x=() v
+  if [ "$2" -ge 2 ]; then
+    mps_env=("${mps_vars[@]}")
+    for v in CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; do
+      if [ ${#mps_vars[@]} -gt 0 ] || [ -n "${!v+set}" ]; then mps_x+=(-x "$v"); fi
+    done
+  fi
+  run "${3#gpucomm_gpu_}-mpi-$(layout "$1" "$2")" env "${mps_env[@]}" GPUCOMM_TEST_PES_PER_GPU="$2" \
+      "${mpi[@]}" "${mps_x[@]}" -np $(($1 * $2)) "$build/tests/$3" --order decl "~[verbs]"
+}
 if has_step tests; then
+  # Every one-process run, and the mpirun runs with a GPU per process.
   for n in $counts; do
     export CUDA_VISIBLE_DEVICES
     CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1)))
-    for suite in $suites; do
-      bin=$build/tests/$suite
-      name=${suite#gpucomm_gpu_}
-      run "${name}-one-process-${n}gpu" $bin --order decl
-      if [ "$n" -ge 2 ]; then
-        run "${name}-mpi-${n}gpu" "${mpi[@]}" -np "$n" $bin --order decl "~[verbs]"
-      fi
+    for suite in "${suites[@]}"; do
+      for p in $pes_per_gpu; do
+        run "${suite#gpucomm_gpu_}-one-process-$(layout "$n" "$p")" \
+            env GPUCOMM_TEST_PES_PER_GPU="$p" "$build/tests/$suite" --order decl
+      done
+      if [ "$n" -ge 2 ] && [[ " $mpi_pes_per_gpu " == *" 1 "* ]]; then mpi_run "$n" 1 "$suite"; fi
     done
     unset CUDA_VISIBLE_DEVICES
   done
+  # The mpirun runs whose processes share a GPU, under MPS.
+  if [ "$shared_runs" -eq 1 ]; then
+    mps_ready=1
+    case $mps_mode in
+      own) mps_start || mps_ready=0 ;;
+      missing) mps_ready=0 ;;
+    esac
+    for n in $counts; do
+      export CUDA_VISIBLE_DEVICES
+      CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1)))
+      for suite in "${suites[@]}"; do
+        for p in $mpi_pes_per_gpu; do
+          [ "$p" -ge 2 ] || continue
+          if [ "$mps_ready" -eq 1 ]; then mpi_run "$n" "$p" "$suite"
+          elif [ "$mps_mode" = missing ]; then
+            skip "${suite#gpucomm_gpu_}-mpi-$(layout "$n" "$p")" "processes sharing a GPU need MPS: nvidia-cuda-mps-control not found"
+          else
+            skip "${suite#gpucomm_gpu_}-mpi-$(layout "$n" "$p")" "the MPS daemon did not start"
+          fi
+        done
+      done
+      unset CUDA_VISIBLE_DEVICES
+    done
+    mps_stop
+  fi
 fi
 
 if has_step sanitize; then
-  export CUDA_VISIBLE_DEVICES=0,1
-  [ "$ngpu" -lt 2 ] && export CUDA_VISIBLE_DEVICES=0
+  export CUDA_VISIBLE_DEVICES GPUCOMM_TEST_PES_PER_GPU=$san_pes
+  CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((san_n - 1)))
   for tool in memcheck racecheck synccheck; do
-    run "sanitize-$tool" compute-sanitizer --tool $tool --error-exitcode 1 $tests_bin "[sanitize],[verbs]"
-    for suite in gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route; do
-      run "sanitize-$tool-${suite#gpucomm_gpu_tests_}" compute-sanitizer --tool $tool --error-exitcode 1 \
-          $build/tests/$suite "[sanitize],[ibgda],[route]"
+    run "sanitize-$tool-$san_layout" compute-sanitizer --tool $tool --error-exitcode 1 $tests_bin "[sanitize],[verbs]"
+    for suite in gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route gpucomm_gpu_tests_minimal; do
+      run "sanitize-$tool-${suite#gpucomm_gpu_tests_}-$san_layout" compute-sanitizer --tool $tool --error-exitcode 1 \
+          $build/tests/$suite "[sanitize],[ibgda],[route],[minimal]"
     done
   done
-  unset CUDA_VISIBLE_DEVICES
+  unset CUDA_VISIBLE_DEVICES GPUCOMM_TEST_PES_PER_GPU
 fi
 
 if has_step bench; then
   if [ -x scripts/bench.sh ]; then
     OUT="$logs/bench" run bench bash scripts/bench.sh "${bench_args[@]}"
   else
-    note "SKIP  bench (scripts/bench.sh not present)"
+    skip bench "scripts/bench.sh not present"
   fi
 fi
 
 cp "$summary" "$logs/summary.txt"
-tar czf "$OUT/gpu-round-logs.tgz" -C "$logs" .
-note "logs: gpu-round-logs.tgz; overall: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
+tar czf "$OUT/gpu-round-logs.tgz" --exclude=./mps/pipe -C "$logs" .
+overall=$([ $status -eq 0 ] && echo PASS || echo FAIL)
+[ $skipped -gt 0 ] && overall+=", $skipped step(s) skipped (SKIP lines)"
+note "logs: gpu-round-logs.tgz; overall: $overall"
 exit $status

@@ -84,10 +84,9 @@ int main(int argc, char** argv) try {
   int gpus = 0;
   BENCH_CUDA(cudaGetDeviceCount(&gpus));
   gpucomm::world_options o;
-  o.nic = gpucomm::nic_choice::model;
   o.heap_bytes = std::size_t{64} << 20;
-  o.qps_per_peer = 1;
   gpucomm::world w(gpus >= 2 ? std::vector<int>{0, 1} : std::vector<int>{0}, o);
+  w.configure<gpucomm::IBGDAPost>({.nic = gpucomm::nic_choice::model, .qps_per_peer = 1});
   int const to = w.npes() - 1;
   auto buf = w.alloc<std::uint64_t>(512);
   comm_t const c = w.comm<gpucomm::IBGDAPost>(0);

@@ -1,5 +1,6 @@
 #pragma once
-// Umbrella header: the core, and every transport (NVLinkStore, IBGDAPost, route<...>).
+// Umbrella header: the core, teams, scratch, the transport contract, and every transport
+// (NVLinkStore, IBGDAPost, route<...>), device sides and host halves.
 
 #include "comm.cuh"
 #include "config.hpp"
@@ -8,8 +9,11 @@
 #include "host/bootstrap.hpp"
 #include "host/world.hpp"
 #include "ops.hpp"
+#include "scratch.hpp"
 #include "sym_ptr.hpp"
+#include "team.hpp"
 #include "transport/ibgda_post.cuh"
 #include "transport/nvlink_store.cuh"
+#include "transport/contract.cuh"
 #include "transport/route.cuh"
 #include "transport/transport.hpp"

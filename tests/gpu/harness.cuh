@@ -17,6 +17,8 @@
 #include <gpucomm/host/mpi_bootstrap.hpp>
 #endif
 
+#include "minimal/minimal_transport.cuh"
+
 namespace gpucomm::test {
 
 inline bool under_mpi() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
@@ -52,7 +54,8 @@ inline std::vector<int> single_process_devices() {
 // GPUCOMM_TEST_TRANSPORT: 1 NVLinkStore (gpucomm_gpu_tests), 2 IBGDAPost through the NIC model
 // (gpucomm_gpu_tests_ibgda), 3 route<NVLinkStore, IBGDAPost> with a forced split: PEs in different
 // halves of the world are not allowed load/store, so they go through the NIC model
-// (gpucomm_gpu_tests_route).
+// (gpucomm_gpu_tests_route), 4 MinimalStore, the test-only transport written against the contract
+// alone (gpucomm_gpu_tests_minimal, tests/gpu/minimal).
 #ifndef GPUCOMM_TEST_TRANSPORT
 #define GPUCOMM_TEST_TRANSPORT 1
 #endif
@@ -62,8 +65,10 @@ using transport_under_test = gpucomm::NVLinkStore;
 using transport_under_test = gpucomm::IBGDAPost;
 #elif GPUCOMM_TEST_TRANSPORT == 3
 using transport_under_test = gpucomm::route<gpucomm::NVLinkStore, gpucomm::IBGDAPost>;
+#elif GPUCOMM_TEST_TRANSPORT == 4
+using transport_under_test = gpucomm::test::MinimalStore;
 #else
-#error "GPUCOMM_TEST_TRANSPORT must be 1, 2 or 3"
+#error "GPUCOMM_TEST_TRANSPORT must be 1, 2, 3 or 4"
 #endif
 /// Whether every peer is reached by load/store (remote() works for all of them).
 #define GPUCOMM_TEST_DIRECT (GPUCOMM_TEST_TRANSPORT == 1)
@@ -71,7 +76,7 @@ using transport_under_test = gpucomm::route<gpucomm::NVLinkStore, gpucomm::IBGDA
 #define GPUCOMM_TEST_FLOAT_ADD (GPUCOMM_TEST_TRANSPORT == 1)
 /// Operations through the NIC model cost tens of microseconds each (the model is a host thread
 /// moving bytes with cudaMemcpy): loop-heavy tests divide their round counts by this.
-inline constexpr int model_slowdown = GPUCOMM_TEST_TRANSPORT == 1 ? 1 : 10;
+inline constexpr int model_slowdown = GPUCOMM_TEST_TRANSPORT == 2 || GPUCOMM_TEST_TRANSPORT == 3 ? 10 : 1;
 
 /// The forced split of the route tests: whether PE i may use load/store on PE j.
 inline bool same_half(int npes, int i, int j) {
@@ -88,15 +93,14 @@ inline std::unique_ptr<gpucomm::world>& world_slot() {
 inline gpucomm::world_options test_world_options() {
   gpucomm::world_options o;
   o.heap_bytes = std::size_t{1} << 30;
-#if GPUCOMM_TEST_TRANSPORT != 1
-  o.nic = gpucomm::nic_choice::model;
-#endif
   return o;
 }
 
 /// Build a world in this process's mode: under MPI one PE per rank on GPU
-/// local_rank / pes_per_gpu(), otherwise pes_per_gpu() PEs on every visible GPU.
+/// local_rank / pes_per_gpu(), otherwise pes_per_gpu() PEs on every visible GPU. IBGDAPost goes
+/// through the software NIC model (no machine here has a NIC).
 inline std::unique_ptr<gpucomm::world> make_world(gpucomm::world_options options = test_world_options()) {
+  std::unique_ptr<gpucomm::world> w;
 #if GPUCOMM_TEST_TRANSPORT == 3
   if (!options.load_store_filter) {
     int const npes = under_mpi() ? std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE"))
@@ -108,10 +112,12 @@ inline std::unique_ptr<gpucomm::world> make_world(gpucomm::world_options options
   if (under_mpi()) {
     char const* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     int const device = (local ? std::atoi(local) : 0) / pes_per_gpu();
-    return std::make_unique<gpucomm::world>(gpucomm::mpi_bootstrap(MPI_COMM_WORLD), device, std::move(options));
+    w = std::make_unique<gpucomm::world>(gpucomm::mpi_bootstrap(MPI_COMM_WORLD), device, std::move(options));
   }
 #endif
-  return std::make_unique<gpucomm::world>(single_process_devices(), std::move(options));
+  if (!w) w = std::make_unique<gpucomm::world>(single_process_devices(), std::move(options));
+  w->configure<gpucomm::IBGDAPost>({.nic = gpucomm::nic_choice::model});
+  return w;
 }
 
 /// The world shared by the tests of this process (built on first use).

@@ -17,23 +17,25 @@ namespace gpucomm::detail {
 /// Spins until `*sig <c> value`; returns the value that satisfied it. Whoever updated the word
 /// (a GPU store over NVLink or a NIC write) released it at system scope, so the acquire makes what
 /// it released visible to the calling thread.
-__device__ inline signal_t wait_signal(signal_t* sig, cmp c, signal_t value) {
+__device__ inline signal_t wait_signal(signal_t* sig, cmp c, signal_t value, std::uint64_t const* header = nullptr) {
   cuda::atomic_ref<signal_t, cuda::thread_scope_system> word(*sig);
   signal_t seen = 0;
-  spin_until([&] { return compare(c, seen = word.load(cuda::memory_order_acquire), value); }, "wait_until");
+  spin_until([&] { return compare(c, seen = word.load(cuda::memory_order_acquire), value); }, "wait_until", header);
   return seen;
 }
 
-/// Epoch barrier, the waiting half: every thread of g takes a share of the npes arrival flags and
-/// waits until each reaches `epoch` (acquire: PE i's writes before it announced the epoch are
-/// visible), then g syncs so every thread sees them all. Epochs only grow, so no flag is reset.
+/// Epoch barrier, the waiting half: every thread of g takes a share of the team's `npes` arrival
+/// flags and waits until each reaches `epoch` (acquire: rank i's writes before it announced the
+/// epoch are visible), then g syncs so every thread sees them all. Epochs only grow, so no flag is
+/// reset.
 template <group G>
-__device__ void wait_for_epochs(G const& g, std::uint64_t* flags, int npes, std::uint64_t epoch) {
+__device__ void wait_for_epochs(G const& g, std::uint64_t* flags, int npes, std::uint64_t epoch,
+                                std::uint64_t const* header = nullptr) {
   unsigned const rank = group_rank(g);
   unsigned const size = group_size(g);
   for (int pe = static_cast<int>(rank); pe < npes; pe += static_cast<int>(size)) {
     cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> flag(flags[pe]);
-    spin_until([&] { return flag.load(cuda::memory_order_acquire) >= epoch; }, "barrier");
+    spin_until([&] { return flag.load(cuda::memory_order_acquire) >= epoch; }, "barrier", header);
   }
   group_sync(g);
 }

@@ -17,7 +17,14 @@
 //     my_kernel<<<grid, block, 0, w.stream(pe)>>>(w.comm<gpucomm::NVLinkStore>(pe), buf.ptr(pe));
 //   w.synchronize();
 //
-// Several worlds may live in one process; each has its own heap and PEs.
+// Several PEs may share a GPU (a device list that names it several times, or ranks given the same
+// device): they reach each other by load/store. Kernels of PEs that share a GPU and wait on each
+// other must be resident at the same time; across processes that needs the MPS control daemon.
+//
+// Teams (team.hpp): team_world(), team_node(pe), team_shared_gpu(pe), and team_split() for
+// strided subsets, made collectively; every barrier takes one.
+//
+// Several worlds may live in one process; each has its own heap, PEs and teams.
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -35,12 +42,12 @@
 #include <utility>
 #include <vector>
 
+#include "../detail/control_block.hpp"
 #include "../error.hpp"
 #include "../sym_ptr.hpp"
+#include "../team.hpp"
 #include "../transport/transport.hpp"
 #include "bootstrap.hpp"
-#include "nic_choice.hpp"
-#include "detail/control_block.hpp"
 #include "detail/device_guard.hpp"
 #include "detail/heap.hpp"
 
@@ -59,15 +66,26 @@ struct world_options {
   /// hardware can. Empty: every pair the hardware allows. Must give the same answers on every
   /// process. Use it to send some peers through another transport on purpose.
   std::function<bool(int, int)> load_store_filter;
-  /// The NIC of IBGDAPost (see nic_choice). Asking for hardware never falls back to the model.
-  nic_choice nic = nic_choice::automatic;
-  /// RC QPs from each PE to each PE (IBGDAPost); a calling group always uses the same one per
-  /// peer (ibgda_post.cuh says which). 0: GPUCOMM_QPS_PER_PEER if set, else 2.
-  int qps_per_peer = 0;
+  /// How many teams may exist at once, the three predefined ones included (each has its barrier
+  /// state in the control block: 64 + 8 * npes bytes per PE). 0: GPUCOMM_MAX_TEAMS if set, else 32.
+  int max_teams = 0;
+  // A transport's own settings (IBGDAPost's NIC and QPs per peer) are that transport's options:
+  // world::configure<Transport>(options) before its first use.
 };
 
 template <class T>
 class sym_array;
+class world;
+
+/// A transport the world can set up: its host half is built from the world (and the transport's
+/// `options`, when it has them) and hands out each local PE's device state.
+template <class T>
+concept host_transport = transport<T> && requires(typename T::host_state const& h, int pe) {
+  { h.device_state_for(pe) } -> std::same_as<typename T::device_state>;
+} && (std::is_constructible_v<typename T::host_state, world&> || requires {
+  typename T::options;
+  requires std::is_constructible_v<typename T::host_state, world&, typename T::options const&>;
+});
 
 class world {
  public:
@@ -208,25 +226,148 @@ class world {
   std::size_t heap_bytes_in_use() const { return heap_->bytes_in_use(); }
   std::size_t heap_capacity() const { return heap_->capacity(); }
 
+  // ---- teams (team.hpp) ------------------------------------------------------------------------------
+
+  /// Every PE; team rank = world PE.
+  team team_world() const { return {0, 1, npes_, detail::control_block_layout::world_slot}; }
+  /// The PEs on local PE `pe`'s host. Throws if they are not evenly spaced in the world (launchers
+  /// number each host's ranks contiguously; a team is start + i * stride).
+  team team_node(int pe) const { return predefined_team(node_teams_, pe, "world::team_node", "host"); }
+  /// The PEs on local PE `pe`'s GPU (just `pe` when it has the GPU to itself). Throws if they are
+  /// not evenly spaced in the world.
+  team team_shared_gpu(int pe) const {
+    return predefined_team(gpu_teams_, pe, "world::team_shared_gpu", "GPU");
+  }
+
+  /// Collective over the whole world (every process calls it, in the same order, with the same
+  /// arguments): a new team of parent's ranks start, start + stride, ... (size of them), as
+  /// OpenSHMEM's team_split_strided. Every PE gets the same value; a PE that is not a member sees
+  /// `t.contains(pe) == false` and must not use it in a barrier. Throws on every PE, naming what is
+  /// wrong, for a start outside the parent, a stride below 1, a size below 1 or one that runs past
+  /// the parent, arguments that differ between processes (teams made in a different order), or
+  /// more teams than the control block holds.
+  team team_split(team const& parent, int start, int stride, int size) {
+    constexpr char const* call = "world::team_split";
+    int const me = local_pe_ids_.front();
+    struct request {
+      team parent;
+      int start, stride, size;
+      std::uint64_t sequence;
+    };
+    request const mine{parent, start, stride, size, team_sequence_};
+    if (boot_.size() > 1) {
+      auto const all = boot_.allgather_value(mine);
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        request const& r = all[i];
+        if (r.parent != parent || r.start != start || r.stride != stride || r.size != size ||
+            r.sequence != team_sequence_) {
+          throw error(call, me,
+                      "PE " + std::to_string(i) + " asked for " + describe_split(r.parent, r.start, r.stride, r.size) +
+                          " as its team split number " + std::to_string(r.sequence) + ", this PE for " +
+                          describe_split(parent, start, stride, size) + " as number " + std::to_string(team_sequence_),
+                      "make teams on every process in the same order with the same arguments");
+        }
+      }
+    }
+    std::string problem;
+    if (!parent.valid() || parent.slot >= max_teams_ || !used_slots_[static_cast<std::size_t>(parent.slot)])
+      problem = "the parent is not a live team of this world";
+    else if (stride < 1)
+      problem = "stride " + std::to_string(stride) + " (a team's ranks are start + i * stride with stride >= 1)";
+    else if (size < 1)
+      problem = "size " + std::to_string(size) + " (a team has at least one PE)";
+    else if (start < 0 || start >= parent.size)
+      problem = "start " + std::to_string(start) + " is outside the parent team (ranks 0.." +
+                std::to_string(parent.size - 1) + ")" + (parent.slot == 0 ? ": no such PE in the world" : "");
+    else if (static_cast<long long>(start) + static_cast<long long>(size - 1) * stride >= parent.size)
+      problem = "size " + std::to_string(size) + " with stride " + std::to_string(stride) + " from rank " +
+                std::to_string(start) + " runs past the parent team: its last rank would be " +
+                std::to_string(static_cast<long long>(start) + static_cast<long long>(size - 1) * stride) + " of " +
+                std::to_string(parent.size) + (parent.slot == 0 ? " (past the world's last PE)" : "");
+    if (!problem.empty()) throw error(call, me, problem, "give a start, stride and size that stay inside the parent");
+    int slot = -1;
+    for (int k = detail::control_block_layout::predefined_slots; k < max_teams_ && slot < 0; ++k)
+      if (!used_slots_[static_cast<std::size_t>(k)]) slot = k;
+    if (slot < 0) {
+      throw error(call, me,
+                  "more teams than the control block holds: " + std::to_string(max_teams_) +
+                      " at once, the 3 predefined ones included",
+                  "destroy teams you no longer need (world::team_destroy), or raise world_options::max_teams "
+                  "(or GPUCOMM_MAX_TEAMS)");
+    }
+    team const t{parent.pe_of(start), parent.stride * stride, size, slot};
+    reset_team_slot(slot);
+    used_slots_[static_cast<std::size_t>(slot)] = true;
+    ++team_sequence_;
+    return t;
+  }
+
+  /// Collective over the whole world: the team's slot may be reused by a later team_split. No
+  /// kernel may use the team any more (this waits for the local streams first).
+  void team_destroy(team const& t) {
+    constexpr char const* call = "world::team_destroy";
+    std::string problem;
+    if (!t.valid() || t.slot >= max_teams_ || !used_slots_[static_cast<std::size_t>(t.slot)])
+      problem = "the team is not a live team of this world";
+    else if (t.slot < detail::control_block_layout::predefined_slots)
+      problem = "the world, node and shared-GPU teams cannot be destroyed";
+    detail::all_ok_or_throw(boot_, problem.empty(), problem, call);
+    detail::agree(boot_, t.slot, call, "the destroyed team", "destroy teams on every process in the same order");
+    synchronize();
+    boot_.barrier();
+    used_slots_[static_cast<std::size_t>(t.slot)] = false;
+  }
+
+  /// How many teams may exist at once, predefined ones included.
+  int max_teams() const noexcept { return max_teams_; }
+
   // ---- device handles ----------------------------------------------------------------------------
 
   /// The device handle of local PE `pe` for Transport. The transport's host half is set up on
   /// first use (and may throw, e.g. NVLinkStore when some peer cannot be reached by load/store).
-  template <transport Transport>
+  template <host_transport Transport>
   gpucomm::comm<Transport> comm(int pe) {
     stream(pe);
-    return gpucomm::comm<Transport>(pe, npes_, transport_host<Transport>().device_state_for(pe));
+    return gpucomm::comm<Transport>(pe, npes_, team_states(pe), transport_host<Transport>().device_state_for(pe));
+  }
+
+  /// Set Transport's options (`Transport::options`, e.g. IBGDAPost's NIC) before its first use in
+  /// this world; every process gives the same. Afterwards it throws: the host half already exists.
+  template <host_transport Transport>
+  requires requires { typename Transport::options; }
+  void configure(typename Transport::options const& options) {
+    std::type_index const key(typeid(Transport));
+    if (transports_.count(key) != 0) {
+      throw error("world::configure", local_pe_ids_.front(),
+                  std::string(Transport::name) + " is already set up in this world (a comm of it was handed out)",
+                  "configure a transport before the first world::comm of it, or of a route that uses it");
+    }
+    transport_options_[key] = std::make_shared<typename Transport::options>(options);
   }
 
   /// Transport's host half in this world, set up on first use (collective then, in the order the
   /// processes first ask). One per world: composite transports share their parts' host halves.
-  template <transport Transport>
+  template <host_transport Transport>
   typename Transport::host_state& transport_host() {
     using host = typename Transport::host_state;
     auto& slot = transports_[std::type_index(typeid(Transport))];
     if (!slot) {
       detail::current_device_guard const keep;  // set-up visits every local GPU
-      auto made = std::make_shared<host>(*this);
+      std::shared_ptr<host> made;
+      try {
+        if constexpr (requires { typename Transport::options; }) {
+          auto const it = transport_options_.find(std::type_index(typeid(Transport)));
+          typename Transport::options const options =
+              it == transport_options_.end() ? typename Transport::options{}
+                                             : *static_cast<typename Transport::options const*>(it->second.get());
+          made = std::make_shared<host>(*this, options);
+        } else {
+          made = std::make_shared<host>(*this);
+        }
+      } catch (...) {
+        transports_.erase(std::type_index(typeid(Transport)));  // a later call may try again
+        throw;
+      }
       // A host half with work to finish after the kernels (completing operations a NIC still
       // holds, reporting failed ones) does it in synchronize().
       if constexpr (requires(host const& h) { h.on_synchronize(); }) {
@@ -260,8 +401,11 @@ class world {
   // ---- for transport implementers -----------------------------------------------------------------
 
   detail::heap_layout const& heap_layout() const { return heap_->layout(); }
-  /// Local PE `pe`'s control block, in this process's address space.
-  detail::control_block_view control_block(int pe) const { return detail::control_block_at(heap_->slot(pe)); }
+  /// Local PE `pe`'s control block at its first team slot, in this process's address space (what
+  /// comm takes; detail/control_block.hpp).
+  std::uint64_t* team_states(int pe) const {
+    return reinterpret_cast<std::uint64_t*>(heap_->slot(pe)) + detail::control_block_layout::header_words;
+  }
   detail::any_bootstrap& bootstrap() { return boot_; }
   /// The options the world was built with.
   world_options const& options() const { return options_; }
@@ -312,8 +456,101 @@ class world {
       streams_.emplace(l.pe, owned_stream(s, l.device));
       local_pe_ids_.push_back(l.pe);
     }
+    max_teams_ = max_teams_from(options);
+    detail::agree(boot_, max_teams_, "world", "the team limit", "give every process the same world_options::max_teams");
     auto allow = options.load_store_filter ? options.load_store_filter : [](int, int) { return true; };
-    heap_ = std::make_unique<detail::symmetric_heap>(boot_, locals_, npes_, bytes, allow, hosts);
+    heap_ = std::make_unique<detail::symmetric_heap>(
+        boot_, locals_, npes_, bytes, detail::control_block_layout::bytes(npes_, max_teams_), allow, hosts);
+    used_slots_.assign(static_cast<std::size_t>(max_teams_), false);
+    for (int k = 0; k < detail::control_block_layout::predefined_slots; ++k) used_slots_[static_cast<std::size_t>(k)] = true;
+    for (int pe : local_pe_ids_) {
+      node_teams_[pe] = strided_team([&](int q) { return same_host(pe, q); }, detail::control_block_layout::node_slot);
+      gpu_teams_[pe] = strided_team([&](int q) { return same_gpu(pe, q); }, detail::control_block_layout::shared_gpu_slot);
+      write_control_header(pe);
+    }
+  }
+
+  static int max_teams_from(world_options const& options) {
+    int n = options.max_teams;
+    if (n == 0) {
+      n = 32;
+      if (char const* env = std::getenv("GPUCOMM_MAX_TEAMS")) {
+        char* end = nullptr;
+        long const v = std::strtol(env, &end, 10);
+        if (end == env || *end != '\0' || v < detail::control_block_layout::predefined_slots || v > 1 << 20) {
+          throw error("world", -1, std::string("GPUCOMM_MAX_TEAMS=") + env + " is not a team count",
+                      "set it to a count of at least 3 (the predefined teams), e.g. 64");
+        }
+        n = static_cast<int>(v);
+      }
+    }
+    if (n < detail::control_block_layout::predefined_slots) {
+      throw error("world", -1,
+                  "world_options::max_teams is " + std::to_string(n) + ", below the 3 predefined teams",
+                  "give 0 (default: 32) or a count of at least 3");
+    }
+    return n;
+  }
+
+  /// The members (PEs q with member(q)) as a strided team in `slot`, or an empty team (size 0)
+  /// when they are not evenly spaced.
+  template <class Member>
+  team strided_team(Member const& member, int slot) const {
+    std::vector<int> pes;
+    for (int q = 0; q < npes_; ++q)
+      if (member(q)) pes.push_back(q);
+    int const stride = pes.size() > 1 ? pes[1] - pes[0] : 1;
+    for (std::size_t i = 1; i < pes.size(); ++i)
+      if (pes[i] - pes[i - 1] != stride) return {pes.front(), 1, 0, -1};
+    return {pes.front(), stride, static_cast<int>(pes.size()), slot};
+  }
+
+  team predefined_team(std::map<int, team> const& teams, int pe, char const* call, char const* what) const {
+    stream(pe);  // throws for a PE this process does not own
+    team const t = teams.at(pe);
+    if (!t.valid()) {
+      throw error(call, pe,
+                  std::string("the PEs on PE ") + std::to_string(pe) + "'s " + what +
+                      " are not evenly spaced in the world, so they form no team (a team is start + i * stride)",
+                  std::string("place the PEs of each ") + what + " at evenly spaced ranks, e.g. consecutive ones");
+    }
+    return t;
+  }
+
+  /// The control block's header at local PE `pe` (detail/control_block.hpp), read by device code
+  /// in debug reports.
+  void write_control_header(int pe) {
+    namespace cb = detail;
+    std::uint64_t header[cb::control_block_layout::header_words] = {};
+    team const gpu = gpu_teams_.at(pe);
+    header[cb::control_block_layout::header_pe] = static_cast<std::uint64_t>(pe);
+    header[cb::control_block_layout::header_npes] = static_cast<std::uint64_t>(npes_);
+    header[cb::control_block_layout::header_max_teams] = static_cast<std::uint64_t>(max_teams_);
+    header[cb::control_block_layout::header_gpu_team + 0] = static_cast<std::uint64_t>(gpu.start);
+    header[cb::control_block_layout::header_gpu_team + 1] = static_cast<std::uint64_t>(gpu.stride);
+    header[cb::control_block_layout::header_gpu_team + 2] = static_cast<std::uint64_t>(gpu.size);
+    GPUCOMM_CUDA_CHECK(cudaSetDevice(device(pe)), pe);
+    GPUCOMM_CUDA_CHECK(cudaMemcpy(heap_->slot(pe), header, sizeof(header), cudaMemcpyHostToDevice), pe);
+  }
+
+  /// Zeroes team slot `slot` at every local PE, then waits for every process: a new team starts
+  /// from epoch 0 with no flag set, whatever team had the slot before.
+  void reset_team_slot(int slot) {
+    detail::current_device_guard const keep;
+    std::size_t const words = detail::control_block_layout::slot_words(npes_);
+    for (int pe : local_pe_ids_) {
+      // On the legacy default stream, which the world's non-blocking streams do not wait for: a
+      // kernel still running on them (using other teams) neither delays this nor is disturbed.
+      GPUCOMM_CUDA_CHECK(cudaSetDevice(device(pe)), pe);
+      GPUCOMM_CUDA_CHECK(cudaMemset(team_states(pe) + static_cast<std::size_t>(slot) * words, 0, words * 8), pe);
+      GPUCOMM_CUDA_CHECK(cudaStreamSynchronize(nullptr), pe);
+    }
+    boot_.barrier();
+  }
+
+  static std::string describe_split(team const& parent, int start, int stride, int size) {
+    return "(parent in slot " + std::to_string(parent.slot) + ", start " + std::to_string(start) + ", stride " +
+           std::to_string(stride) + ", size " + std::to_string(size) + ")";
   }
 
   std::size_t offset_in_any_local_slot(void const* p, char const* call) const {
@@ -366,6 +603,12 @@ class world {
   std::map<int, owned_stream> streams_;
   std::unique_ptr<detail::symmetric_heap> heap_;
   std::map<std::type_index, std::shared_ptr<void>> transports_;
+  std::map<std::type_index, std::shared_ptr<void>> transport_options_;
+  int max_teams_ = 0;
+  std::vector<bool> used_slots_;        // [slot]: a live team has it
+  std::uint64_t team_sequence_ = 0;     // team_split calls so far: must agree across processes
+  std::map<int, team> node_teams_;      // [local PE]
+  std::map<int, team> gpu_teams_;       // [local PE]
   std::vector<std::function<void()>> sync_hooks_;
   world_options options_;
 };

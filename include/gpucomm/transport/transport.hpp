@@ -1,19 +1,20 @@
 #pragma once
-// The transport concept: how a comm<Transport> moves bytes.
+// The transport concept: how a comm<Transport> moves bytes. Device-side vocabulary only; the host
+// half's requirements are `host_transport` (host/transport_host.hpp).
 //
-// A transport is a type (a policy, never instantiated) with
+// A transport is a policy type (never instantiated) with
 //   - `static constexpr char const* name`;
-//   - `static constexpr capabilities caps`: which operations it implements. comm<Transport>
-//     rejects a call to anything else at compile time with a message that names the operation;
+//   - `static constexpr capabilities caps`: what it implements itself (see `capabilities`);
 //   - `device_state`: trivially copyable, everything its device code needs, carried by value
 //     inside comm<Transport>;
-//   - `host_state`: an RAII object the world owns, built as `host_state(world&)` the first time
-//     a comm of this transport is asked for, with `device_state device_state_for(int pe) const`;
-//   - static device functions, one per capability, each taking the comm first:
-//       put(c, g, dst, src, n, pe), get(c, g, dst, src, n, pe), put_signal(...), signal(...),
-//       atomic<op>(c, g, target, value, compare, pe), fence(c, g), quiet(c, g), barrier(c, g),
-//       remote(c, p, pe)   (see nvlink_store.cuh for the exact signatures).
-// Users may write their own transport against this concept.
+//   - `host_state`: the host half the world owns (it may be only declared here: device code never
+//     needs it complete);
+//   - static device functions, one per capability it sets, each taking the comm first. Their exact
+//     signatures are checked by the capability concepts of transport/contract.cuh, and
+//     docs/architecture.md walks through writing one.
+// Operations a transport does not provide itself are built by the contract from those it does
+// (put_signal from put + fence + signal, fence from quiet, the epoch barrier from signal + quiet,
+// wait_until from a local acquire spin), so a new transport writes only its primitives.
 
 #include <concepts>
 #include <type_traits>
@@ -22,36 +23,47 @@
 
 namespace gpucomm {
 
-class world;
-
-/// What a transport implements. comm<Transport> static_asserts each before use.
+/// What a transport implements itself. Primitives (put, get, signal, atomics, float_add, quiet,
+/// load_store): without them the operation does not exist for the transport. Overrides
+/// (put_signal, fence, barrier): the contract builds a generic version from the primitives when
+/// the transport sets them false, and uses the transport's own when true.
 struct capabilities {
   bool put = false;         ///< put, put_nbi
   bool get = false;         ///< get, get_nbi
-  bool put_signal = false;  ///< put_signal, put_signal_nbi
+  bool put_signal = false;  ///< its own put_signal (else: put, fence, signal)
   bool signal = false;      ///< signal (set, add)
   bool atomics = false;     ///< 32- and 64-bit integer atomics
   bool float_add = false;   ///< fetch_add / add on float and double
-  bool fence = false;       ///< fence
+  bool fence = false;       ///< its own fence (else: quiet)
   bool quiet = false;       ///< quiet
-  bool barrier = false;     ///< barrier over all PEs
+  bool barrier = false;     ///< its own team barrier (else: the contract's epoch barrier)
   bool load_store = false;  ///< remote(p, pe): a pointer to PE pe's copy that threads may load and store
 };
 
-/// The requirements on a transport policy.
+/// The operations of comm<Transport>, by the capability each needs.
+enum class capability : int { put, get, put_signal, signal, atomics, float_add, fence, quiet, barrier, load_store };
+
+/// The requirements on a transport policy that device code has.
 template <class T>
 concept transport = requires {
   typename T::device_state;
   typename T::host_state;
   { T::name } -> std::convertible_to<char const*>;
   { T::caps } -> std::convertible_to<capabilities>;
-}
-&&std::is_trivially_copyable_v<typename T::device_state>&&
-    std::is_constructible_v<typename T::host_state, world&>&& requires(typename T::host_state const& h, int pe) {
-  { h.device_state_for(pe) } -> std::same_as<typename T::device_state>;
-};
+} && std::is_trivially_copyable_v<typename T::device_state>;
 
 /// Names for the atomic operations, passed to a transport's `atomic<op>` as a template argument.
 enum class atomic_op : int { fetch_add, add, fetch_and, fetch_or, fetch_xor, swap, compare_swap, fetch, set };
+
+/// What a call of an operation the transport lacks returns: a type no expression can hold (its
+/// destructor is deleted). So `requires { c.get(g, ...); }` is false for such a transport, and a
+/// call fails to compile with a message that names the capability:
+///   function "gpucomm::transport_lacks<gpucomm::capability::get>::~transport_lacks() noexcept"
+///   cannot be referenced -- it is a deleted function
+template <capability>
+struct transport_lacks {
+  transport_lacks() = delete;
+  ~transport_lacks() = delete;
+};
 
 }  // namespace gpucomm

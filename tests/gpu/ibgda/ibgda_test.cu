@@ -151,7 +151,7 @@ std::string run_failure(bool corrupt_key) {
       state.peers = static_cast<gpucomm::detail::ibgda_peer const*>(table);
       outside = data.ptr(pe);  // a good address: only the key is wrong
     }
-    fail_args a{comm_t(pe, npes, state), data.ptr(pe), outside, target, seen.ptr(pe).get()};
+    fail_args a{comm_t(pe, npes, w->team_states(pe), state), data.ptr(pe), outside, target, seen.ptr(pe).get()};
     failing_put<<<1, 1, 0, w->stream(pe)>>>(a);
     GPUCOMM_TEST_CUDA(cudaGetLastError());
   });

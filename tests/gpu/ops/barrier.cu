@@ -42,10 +42,10 @@ __global__ void barrier_kernel(bar_args a) {
     // Direct remote() stores only where every peer is reached by load/store.
     int const mode = GPUCOMM_TEST_DIRECT ? r % 3 : 1 + r % 2;
     if (mode == 0) {
-      if constexpr (GPUCOMM_TEST_DIRECT) {
-        for (int i = static_cast<int>(rank); i < n; i += static_cast<int>(size))
-          a.c.remote(mine + i % W, i / W)[0] = bval(a.salt, r, me, i / W, i % W);
-      }
+#if GPUCOMM_TEST_DIRECT  // remote() exists only for load/store transports
+      for (int i = static_cast<int>(rank); i < n; i += static_cast<int>(size))
+        a.c.remote(mine + i % W, i / W)[0] = bval(a.salt, r, me, i / W, i % W);
+#endif
     } else {
       for (int i = static_cast<int>(rank); i < n; i += static_cast<int>(size))
         a.stage[i] = bval(a.salt, r, me, i / W, i % W);

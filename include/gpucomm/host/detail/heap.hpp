@@ -29,7 +29,6 @@
 
 #include "../../error.hpp"
 #include "../bootstrap.hpp"
-#include "control_block.hpp"
 #include "driver.hpp"
 #include "fd_exchange.hpp"
 #include "offset_allocator.hpp"
@@ -52,8 +51,11 @@ struct heap_layout {
 class symmetric_heap {
  public:
   /// `allow(i, j)`: whether PE i may map PE j's memory for load/store (when the hardware can).
+  /// `control_bytes`: gpucomm's control block at offset 0 of every slot (zeroed), before the
+  /// `heap_bytes` users allocate from.
   symmetric_heap(any_bootstrap& boot, std::vector<local_pe> locals, int npes, std::size_t heap_bytes,
-                 std::function<bool(int, int)> const& allow, std::vector<std::uint64_t> const& host_of_pe)
+                 std::size_t control_bytes, std::function<bool(int, int)> const& allow,
+                 std::vector<std::uint64_t> const& host_of_pe)
       : boot_(&boot),
         locals_(std::move(locals)),
         npes_(npes),
@@ -70,7 +72,7 @@ class symmetric_heap {
     }
     for (auto g : boot.allgather_value(gran)) gran = std::max(gran, g);
     granularity_ = gran;
-    layout_.control_bytes = round_up(control_block_layout::bytes(npes), gran);
+    layout_.control_bytes = round_up(control_bytes, gran);
     layout_.stride = round_up(heap_bytes + layout_.control_bytes, gran);
     allocator_ = offset_allocator(0, layout_.stride, gran);
 

@@ -3,7 +3,7 @@
 // NIC, `qps_per_peer` RC QPs to every PE (itself included) connected through the bootstrap, the
 // result slots of fetching operations, and the device tables the kernels read.
 //
-// The NIC is the one world_options::nic / GPUCOMM_NIC names:
+// The NIC is the one IBGDAPost's options (ibgda_options::nic) or GPUCOMM_NIC name:
 //   model     the software NIC (verbs_gpu/model), a test and development tool. Its QPs' rings,
 //             doorbell records, doorbells and CQs live in mapped pinned host memory, which the
 //             model reads and the GPU writes; counters and result slots live in GPU memory. A
@@ -29,6 +29,7 @@
 #include "../../host/world.hpp"
 #include "../../verbs_gpu/model/nic_model.hpp"
 #include "../../verbs_gpu/send_queue.cuh"
+#include "../ibgda_post/options.hpp"
 #include "ibgda_state.hpp"
 #include "nic_select.hpp"
 
@@ -39,10 +40,10 @@ class ibgda_host {
   /// log2 of each send queue's depth in WQEBBs.
   static constexpr std::uint32_t log_depth = 12;
 
-  explicit ibgda_host(world& w) : world_(&w) {
+  ibgda_host(world& w, ibgda_options const& options) : world_(&w) {
     int const first = w.local_pes().front();
-    nic_choice const choice = resolve_nic_choice(w.options().nic, std::getenv("GPUCOMM_NIC"), first);
-    qps_per_peer_ = qps_per_peer_from(w.options().qps_per_peer, first);
+    nic_choice const choice = resolve_nic_choice(options.nic, std::getenv("GPUCOMM_NIC"), first);
+    qps_per_peer_ = qps_per_peer_from(options.qps_per_peer, first);
     if (choice != nic_choice::model) refuse_hardware(w, first);
     set_up_model();
   }
@@ -67,7 +68,6 @@ class ibgda_host {
 
   ibgda_state device_state_for(int pe) const {
     local const& l = local_of(pe);
-    auto const control = world_->control_block(pe);
     ibgda_state s;
     s.queues = l.queues;
     s.peers = l.peers;
@@ -77,8 +77,6 @@ class ibgda_host {
     s.qps_per_peer = static_cast<std::uint32_t>(qps_per_peer_);
     s.results = l.results;
     s.results_lkey_wire = verbs_gpu::to_be32(l.results_key.lkey);
-    s.barrier_epoch = control.barrier_epoch;
-    s.barrier_flags = control.barrier_flags;
     return s;
   }
 
@@ -141,7 +139,7 @@ class ibgda_host {
   static int qps_per_peer_from(int option, int pe) {
     if (option > 0) return option;
     if (option < 0)
-      throw error("IBGDAPost", pe, "world_options::qps_per_peer is negative", "give 0 (default) or a count >= 1");
+      throw error("IBGDAPost", pe, "ibgda_options::qps_per_peer is negative", "give 0 (default) or a count >= 1");
     if (char const* env = std::getenv("GPUCOMM_QPS_PER_PEER")) {
       char* end = nullptr;
       long const v = std::strtol(env, &end, 10);
@@ -159,12 +157,12 @@ class ibgda_host {
     GPUCOMM_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), w.device(pe)), pe);
     std::string const nic = closest_nic(bus);
     throw error("world::comm<IBGDAPost>", pe,
-                nic.empty() ? std::string("a hardware NIC was asked for (world_options::nic or GPUCOMM_NIC), but no "
+                nic.empty() ? std::string("a hardware NIC was asked for (ibgda_options::nic or GPUCOMM_NIC), but no "
                                           "InfiniBand/RoCE device is visible under /sys/class/infiniband")
                             : "the closest NIC to GPU " + std::string(bus) + " is " + nic +
                                   ", but this version of IBGDAPost drives only the software NIC model: GPU-posted "
                                   "QPs on real mlx5 hardware are not set up yet (docs/ibgda.md)",
-                "to test without a NIC set GPUCOMM_NIC=model (or world_options::nic = nic_choice::model); the "
+                "to test without a NIC set GPUCOMM_NIC=model (or w.configure<IBGDAPost>({.nic = nic_choice::model})); the "
                 "model is a test and development tool, never a silent fallback");
   }
 

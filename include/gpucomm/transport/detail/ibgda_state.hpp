@@ -30,8 +30,6 @@ struct ibgda_state {
   std::uint64_t* results = nullptr;  ///< result slots: queue i, WQEBB j at [(i << log_depth) + j]
   std::uint32_t results_lkey_wire = 0;
   std::uint32_t reserved = 0;
-  std::uint64_t* barrier_epoch = nullptr;  ///< local
-  std::uint64_t* barrier_flags = nullptr;  ///< local; flags[i] written by PE i
 };
 static_assert(std::is_trivially_copyable_v<ibgda_state>);
 

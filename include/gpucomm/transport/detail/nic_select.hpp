@@ -1,5 +1,5 @@
 #pragma once
-// Which NIC IBGDAPost drives: the user's choice (world_options::nic, GPUCOMM_NIC) and, for real
+// Which NIC IBGDAPost drives: the user's choice (ibgda_options::nic, GPUCOMM_NIC) and, for real
 // hardware, the InfiniBand device closest to each GPU in the PCI tree. Host-only, no rdma-core:
 // the tree is read from sysfs, so the choice is unit-tested on machines without a NIC.
 
@@ -35,11 +35,11 @@ inline nic_choice resolve_nic_choice(nic_choice option, char const* env, int pe)
   }
   if (option == nic_choice::automatic) return from_env == nic_choice::automatic ? nic_choice::hardware : from_env;
   if (from_env != nic_choice::automatic && from_env != option) {
-    throw error("IBGDAPost (world_options::nic)", pe,
-                std::string("world_options::nic asks for the ") +
+    throw error("IBGDAPost (ibgda_options::nic)", pe,
+                std::string("ibgda_options::nic asks for the ") +
                     (option == nic_choice::model ? "NIC model" : "hardware NIC") + " but GPUCOMM_NIC=" + env +
                     " asks for the other",
-                "make them agree, or leave world_options::nic at automatic and let GPUCOMM_NIC decide");
+                "make them agree, or leave ibgda_options::nic at automatic and let GPUCOMM_NIC decide");
   }
   return option;
 }

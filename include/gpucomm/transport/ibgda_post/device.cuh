@@ -1,0 +1,430 @@
+#pragma once
+// IBGDAPost, device side: InfiniBand / RoCE through an mlx5 NIC, the GPU posting its own work requests
+// (verbs_gpu): the calling group's leader builds the WQEs, rings the doorbell and polls the CQ;
+// the NIC moves the bytes. No CPU is in the path.
+//
+// Queues. Every PE has `qps_per_peer` RC QPs to every PE, itself included (loopback), so every
+// operation, local or not, goes through the NIC and its one atomicity domain. A calling group
+// uses QP number (w % qps_per_peer) to each peer, where w is the grid-wide index of the warp
+// holding the group's leader (rank 0): a group's operations to one peer always share one QP, so
+// RC ordering and the fence bit order them; different warps spread over the QPs.
+//
+// Memory. The NIC reaches the symmetric heap (registered as one region per PE, keys exchanged at
+// set-up and kept in wire order in the device state). So:
+//   - put / put_signal take `src` in the local symmetric heap; up to inline_bytes (28) bytes may
+//     come from anywhere (they are copied into the WQE);
+//   - get takes `dst` in the local symmetric heap.
+// Anything else traps with a message: the NIC cannot read or write memory it does not know.
+//
+// How each op meets comm.cuh's contract:
+//   put            group sync (the group's writes to src happen before the leader's doorbell,
+//                  whose system-scope release fence is cumulative over them), RDMA WRITE in
+//                  chunks of at most 1 GiB; blocking: the leader waits for the completion (the
+//                  NIC has read src; inline writes need no wait), then the group syncs.
+//   get            RDMA READ into dst; blocking: the leader waits for the completion, whose CQE it
+//                  acquires (system scope), then the group syncs, so every thread sees dst.
+//   put_signal     RDMA WRITE, then the signal update as an atomic WQE with the fence bit: the NIC
+//                  starts it only after the write completed, so the data is in place before the
+//                  signal changes. Blocking: waits for the signal's completion.
+//   signal         set: masked compare-and-swap with an empty compare mask (an atomic store);
+//                  add: fetch-and-add. Both carry the fence bit (the group's earlier puts to that
+//                  PE land first).
+//   atomics        64-bit: fetch-add and compare-swap natively; 32-bit and the bit operations
+//                  through masked atomics (and / or: masked swap of the bits to clear or set; xor:
+//                  masked add with every carry cut; swap and set: masked swap of every bit; fetch:
+//                  add 0). Fetching forms wait for the completion and read the old value from a
+//                  per-WQE result slot. No float add: mlx5 has none (a compile error).
+//   fence          a NOP with the fence bit on each of the group's QPs that has work in flight:
+//                  later WQEs on that QP start after everything before it completed.
+//   quiet          each of the group's QPs with work in flight gets a signalled NOP, and the group
+//                  waits until those complete (RC completes in order).
+//   barrier        the contract's epoch barrier (transport/contract.cuh), which first runs
+//                  quiet_pe: quiet on every QP of this PE (all groups' work); the leader then sets
+//                  its arrival flag at every member through the NIC, and the group waits for every
+//                  member's flag (acquire).
+//   wait_until     the contract's: acquire loads of the local word at system scope.
+// Errors: an error completion (bad key, out of bounds, ...) is recorded once per QP with its
+// syndrome; operations on that QP return at once afterwards (fetching ones return 0), and the
+// host's world::synchronize() throws a gpucomm::error naming the PE, the peer, the operation and
+// the syndrome. Nothing waits on a queue in error. (A peer waiting for a signal or barrier that
+// never comes still waits: debug builds give up after GPUCOMM_SPIN_TIMEOUT_NS.)
+// Atomicity domain: the NIC. Use only gpucomm operations of this transport on words they update.
+
+// Host half: ibgda_post/host.cuh; options (the NIC, QPs per peer): ibgda_post/options.hpp.
+
+#include <cuda/atomic>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+
+#include "../../comm.cuh"
+#include "../../detail/device_check.cuh"
+#include "../../group.cuh"
+#include "../../ops.hpp"
+#include "../../sym_ptr.hpp"
+#include "../../verbs_gpu/verbs_gpu.cuh"
+#include "../detail/ibgda_state.hpp"
+#include "../transport.hpp"
+#include "options.hpp"
+
+namespace gpucomm {
+
+namespace detail {
+class ibgda_host_state;
+}
+
+struct IBGDAPost {
+  static constexpr char const* name = "IBGDAPost";
+  static constexpr capabilities caps{.put = true,
+                                     .get = true,
+                                     .put_signal = true,
+                                     .signal = true,
+                                     .atomics = true,
+                                     .float_add = false,
+                                     .fence = true,
+                                     .quiet = true,
+                                     .barrier = false,
+                                     .load_store = false};
+
+  using device_state = detail::ibgda_state;
+  using host_state = detail::ibgda_host_state;
+  using options = ibgda_options;
+
+  /// Puts of at most this many bytes go inline in the WQE (one WQEBB): `src` may be anywhere.
+  static constexpr std::size_t inline_bytes = 28;
+  /// The largest message one WQE carries (mlx5 log_max_msg = 30).
+  static constexpr std::size_t max_message_bytes = std::size_t{1} << 30;
+
+#if defined(__CUDACC__)
+  using status = verbs_gpu::status;
+
+  template <group G, class T>
+  __device__ static void put(comm<IBGDAPost> const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n, int pe,
+                             bool blocking) {
+    group_sync(g);
+    if (is_leader(g)) {
+      auto const& q = queue(c, pe);
+      std::uint64_t last = 0;
+      if (post_write(c, q, "put", dst, src, n * sizeof(T), pe, &last) && blocking) finish(q, last, "put");
+    }
+    group_sync(g);
+  }
+
+  template <group G, class T>
+  __device__ static void get(comm<IBGDAPost> const& c, G const& g, T* dst, sym_ptr<T const> src, std::size_t n, int pe,
+                             bool blocking) {
+    group_sync(g);
+    if (is_leader(g)) {
+      auto const& q = queue(c, pe);
+      std::uint64_t last = 0;
+      if (post_read(c, q, dst, src, n * sizeof(T), pe, &last) && blocking) finish(q, last, "get");
+    }
+    group_sync(g);
+  }
+
+  template <group G, class T>
+  __device__ static void put_signal(comm<IBGDAPost> const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
+                                    sym_ptr<signal_t> sig, signal_t value, signal_op op, int pe, bool blocking) {
+    group_sync(g);
+    if (is_leader(g)) {
+      auto const& q = queue(c, pe);
+      std::uint64_t last = 0;
+      // An empty put_signal still updates the signal.
+      bool const wrote = n == 0 || post_write(c, q, "put_signal", dst, src, n * sizeof(T), pe, &last);
+      if (wrote && post_signal(c, q, sig, value, op, pe, &last) && blocking) {
+        finish(q, last, "put_signal");
+      }
+    }
+    group_sync(g);
+  }
+
+  template <group G>
+  __device__ static void signal(comm<IBGDAPost> const& c, G const& g, sym_ptr<signal_t> sig, signal_t value,
+                                signal_op op, int pe) {
+    group_sync(g);
+    if (is_leader(g)) {
+      std::uint64_t last = 0;
+      post_signal(c, queue(c, pe), sig, value, op, pe, &last);
+    }
+  }
+
+  /// Called by the group's leader only (comm.cuh).
+  template <atomic_op Op, class T>
+  __device__ static T atomic(comm<IBGDAPost> const& c, sym_ptr<T> target, T value, T compare, int pe) {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "gpucomm: IBGDAPost atomics take 32- or 64-bit integers");
+    auto const& q = queue(c, pe);
+    verbs_gpu::remote_buf const to = remote(c, target, pe);
+    using U = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+    U const v = bits<U>(value);
+    U const cmpv = bits<U>(compare);
+    constexpr bool fetching = Op != atomic_op::add && Op != atomic_op::set;
+    constexpr U all = ~U{0};
+    // What the NIC does for each op (operand order: the builders' own).
+    auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) -> std::uint32_t {
+      verbs_gpu::local_buf const result = result_slot(c, q, s.index, sizeof(T));
+      if constexpr (Op == atomic_op::fetch_add || Op == atomic_op::add || Op == atomic_op::fetch) {
+        U const addend = Op == atomic_op::fetch ? U{0} : v;
+        if constexpr (sizeof(T) == 8)
+          return verbs_gpu::build_atomic_fa(s, result, to, addend);
+        else
+          return verbs_gpu::build_masked_fa32(s, result, to, addend, 0);
+      } else if constexpr (Op == atomic_op::fetch_xor) {
+        // Addition with every carry cut is xor.
+        if constexpr (sizeof(T) == 8)
+          return verbs_gpu::build_masked_fa64(s, result, to, v, all);
+        else
+          return verbs_gpu::build_masked_fa32(s, result, to, v, all);
+      } else if constexpr (Op == atomic_op::compare_swap && sizeof(T) == 8) {
+        return verbs_gpu::build_atomic_cs(s, result, to, cmpv, v);
+      } else {
+        // Masked compare-and-swap: (compare, swap, compare mask, swap mask).
+        U compare_v = 0, swap_v = 0, compare_mask = 0, swap_mask = all;
+        if constexpr (Op == atomic_op::compare_swap) {
+          compare_v = cmpv, swap_v = v, compare_mask = all;
+        } else if constexpr (Op == atomic_op::fetch_and) {
+          swap_v = 0, swap_mask = static_cast<U>(~v);  // clear the bits v lacks
+        } else if constexpr (Op == atomic_op::fetch_or) {
+          swap_v = all, swap_mask = v;  // set the bits v has
+        } else {
+          static_assert(Op == atomic_op::swap || Op == atomic_op::set);
+          swap_v = v;
+        }
+        if constexpr (sizeof(T) == 8)
+          return verbs_gpu::build_masked_cs64(s, result, to, compare_v, swap_v, compare_mask, swap_mask);
+        else
+          return verbs_gpu::build_masked_cs32(s, result, to, compare_v, swap_v, compare_mask, swap_mask);
+      }
+    };
+    // A masked 64-bit compare-and-swap takes two WQEBBs.
+    constexpr bool masked_cs64 = sizeof(T) == 8 && (Op == atomic_op::fetch_and || Op == atomic_op::fetch_or ||
+                                                    Op == atomic_op::swap || Op == atomic_op::set);
+    constexpr std::uint32_t wqebbs = masked_cs64 ? 2 : 1;
+    std::uint64_t index = 0;
+    if (!posted(q.post(verbs_gpu::detail::one_thread{}, wqebbs, 1, build, verbs_gpu::post_flags::none, &index),
+                "atomic")) {
+      return T{};
+    }
+    if constexpr (!fetching) {
+      return T{};
+    } else {
+      if (!finish(q, index, "atomic")) return T{};
+      return from_bits<T>(read_result<U>(c, q, index));
+    }
+  }
+
+  template <group G>
+  __device__ static void fence(comm<IBGDAPost> const& c, G const& g) {
+    group_sync(g);
+    if (is_leader(g)) {
+      for (int pe = 0; pe < c.npes(); ++pe) {
+        auto const& q = queue(c, pe);
+        if (!in_flight(q)) continue;
+        // Unsignalled and not rung: the group's next WQE on this QP rings for it (a doorbell
+        // covers every WQE before it), and quiet flushes it otherwise.
+        posted(q.post(verbs_gpu::detail::one_thread{}, 1, 1, verbs_gpu::detail::nop_builder{},
+                      verbs_gpu::post_flags::fence | verbs_gpu::post_flags::unsignaled |
+                          verbs_gpu::post_flags::defer_doorbell),
+               "fence");
+      }
+    }
+    group_sync(g);
+  }
+
+  template <group G>
+  __device__ static void quiet(comm<IBGDAPost> const& c, G const& g) {
+    group_sync(g);
+    if (is_leader(g)) {
+      for (int pe = 0; pe < c.npes(); ++pe) quiet_queue(queue(c, pe));
+    }
+    group_sync(g);
+  }
+
+  /// What the contract's barrier completes first: every QP of this PE, whichever group used it (the
+  /// threads of g share them), so puts any group issued before the barrier have landed.
+  template <group G>
+  __device__ static void quiet_pe(comm<IBGDAPost> const& c, G const& g) {
+    device_state const& s = c.state();
+    group_sync(g);
+    unsigned const queues = static_cast<unsigned>(c.npes()) * s.qps_per_peer;
+    for (unsigned i = group_rank(g); i < queues; i += group_size(g)) quiet_queue(s.queues[i]);
+    group_sync(g);
+  }
+
+  // ---- for composite transports and tests ------------------------------------------------------
+
+  /// The QP the calling thread's group (led by this thread) uses to PE `pe`.
+  __device__ static verbs_gpu::send_queue const& queue(comm<IBGDAPost> const& c, int pe) {
+    detail::check_pe(pe, c.npes());
+    unsigned const threads = blockDim.x * blockDim.y * blockDim.z;
+    unsigned const thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned const block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    unsigned const warp = block * ((threads + 31) / 32) + thread / 32;
+    device_state const& s = c.state();
+    return s.queues[static_cast<unsigned>(pe) * s.qps_per_peer + warp % s.qps_per_peer];
+  }
+
+  /// Whether q has WQEs that may not have completed. consumer is one past the newest completed
+  /// WQE's first WQEBB, so consumer >= ready means everything published has completed.
+  __device__ static bool in_flight(verbs_gpu::send_queue const& q) {
+    using verbs_gpu::detail::dev_ref;
+    // Acquire on ready: the WQEs published so far (by this thread before, among others) are counted.
+    std::uint64_t const ready = dev_ref(q.counters->ready).load(cuda::memory_order_acquire);
+    return dev_ref(q.counters->consumer).load(cuda::memory_order_acquire) < ready && !q.has_error();
+  }
+
+  __device__ static void quiet_queue(verbs_gpu::send_queue const& q) {
+    if (in_flight(q)) posted(q.quiet(), "quiet");
+  }
+
+ private:
+  template <class U, class T>
+  __device__ static U bits(T v) {
+    U u;
+    memcpy(&u, &v, sizeof(U));
+    return u;
+  }
+  template <class T, class U>
+  __device__ static T from_bits(U u) {
+    T v;
+    memcpy(&v, &u, sizeof(T));
+    return v;
+  }
+
+  /// PE pe's copy of p, as the NIC addresses it.
+  template <class T>
+  __device__ static verbs_gpu::remote_buf remote(comm<IBGDAPost> const& c, sym_ptr<T> p, int pe) {
+    device_state const& s = c.state();
+    auto const offset = static_cast<std::uint64_t>(reinterpret_cast<char const*>(p.get()) - s.local_base);
+    detail::ibgda_peer const& peer = s.peers[pe];
+    return {peer.base + offset, peer.rkey_wire, true};
+  }
+
+  /// `p` as local registered memory, or a trap if it is outside the local heap.
+  __device__ static verbs_gpu::local_buf local(comm<IBGDAPost> const& c, void const* p, std::size_t bytes,
+                                               char const* op) {
+    device_state const& s = c.state();
+    auto const addr = reinterpret_cast<std::uintptr_t>(p);
+    auto const base = reinterpret_cast<std::uintptr_t>(s.local_base);
+    if (addr < base || addr - base > s.local_bytes || bytes > s.local_bytes - (addr - base)) {
+      detail::device_misuse(op,
+                            "the local buffer is not in the symmetric heap, which is all the NIC can reach "
+                            "(allocate it with world::alloc, or move at most 28 bytes)");
+    }
+    return {static_cast<std::uint64_t>(addr), 0, s.lkey_wire, true};
+  }
+
+  /// Result slot of the WQE at `index` of queue q (8 bytes per WQEBB of the ring).
+  __device__ static verbs_gpu::local_buf result_slot(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q,
+                                                     std::uint64_t index, std::uint32_t bytes) {
+    device_state const& s = c.state();
+    auto const queue_index = static_cast<std::size_t>(&q - s.queues);
+    std::uint64_t* slot = s.results + (queue_index << q.log_depth) + (index & (q.depth() - 1));
+    return {reinterpret_cast<std::uint64_t>(slot), bytes, s.results_lkey_wire, true};
+  }
+
+  template <class U>
+  __device__ static U read_result(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q, std::uint64_t index) {
+    auto* slot = reinterpret_cast<U*>(result_slot(c, q, index, sizeof(U)).addr);
+    // Relaxed at system scope: the NIC wrote it before the CQE that finish() acquired.
+    U const raw = cuda::atomic_ref<U, cuda::thread_scope_system>(*slot).load(cuda::memory_order_relaxed);
+#if GPUCOMM_DEBUG
+    // The slot is reused by the WQE one ring later; finding that reserved already means the value
+    // may be someone else's (the ring went round while this thread read).
+    if (cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(q.counters->reserved)
+            .load(cuda::memory_order_relaxed) >= index + q.depth()) {
+      detail::device_misuse("atomic", "the result slot was reused before it was read (ring too small)");
+    }
+#endif
+    if constexpr (sizeof(U) == 4)
+      return verbs_gpu::fetched32(raw);
+    else
+      return raw;
+  }
+
+  /// Whether a post went through; an error CQE is already recorded (the host reports it), a
+  /// debug-build timeout or an unpostable batch traps.
+  __device__ static bool posted(status st, char const* op) {
+    if (st == status::ok) return true;
+    if (st == status::timeout) detail::device_misuse(op, "the send queue made no progress (timeout)");
+    if (st == status::invalid) detail::device_misuse(op, "the batch does not fit the send queue");
+    return false;  // status::error: the QP is in error, reported to the host
+  }
+
+  /// Waits until the WQE at `index` has completed.
+  __device__ static bool finish(verbs_gpu::send_queue const& q, std::uint64_t index, char const* op) {
+    return posted(q.wait_complete(index), op);
+  }
+
+  /// RDMA WRITE of `bytes` from `src` to dst at pe, in 1 GiB chunks, or inline when small. The
+  /// index of the last WQE goes to *last. False when nothing was posted or the QP failed.
+  template <class T>
+  __device__ static bool post_write(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q, char const* op,
+                                    sym_ptr<T> dst, T const* src, std::size_t bytes, int pe, std::uint64_t* last) {
+    if (bytes == 0) return false;
+    verbs_gpu::remote_buf const to = remote(c, dst, pe);
+    if (bytes <= inline_bytes) {
+      auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) {
+        return verbs_gpu::build_rdma_write_inline(s, src, static_cast<std::uint32_t>(bytes), to);
+      };
+      return posted(q.post(verbs_gpu::detail::one_thread{}, 1, 1, build, verbs_gpu::post_flags::none, last), op);
+    }
+    verbs_gpu::local_buf const from = local(c, src, bytes, op);
+    return post_chunked(q, op, bytes, last, [&](verbs_gpu::wqe_slot const& s, std::size_t at, std::uint32_t len) {
+      return verbs_gpu::build_rdma_write(s, {from.addr + at, len, from.lkey, true}, {to.addr + at, to.rkey, true});
+    });
+  }
+
+  template <class T>
+  __device__ static bool post_read(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q, T* dst,
+                                   sym_ptr<T const> src, std::size_t bytes, int pe, std::uint64_t* last) {
+    if (bytes == 0) return false;
+    verbs_gpu::remote_buf const from = remote(c, src, pe);
+    verbs_gpu::local_buf const to = local(c, dst, bytes, "get");
+    return post_chunked(q, "get", bytes, last, [&](verbs_gpu::wqe_slot const& s, std::size_t at, std::uint32_t len) {
+      return verbs_gpu::build_rdma_read(s, {to.addr + at, len, to.lkey, true}, {from.addr + at, from.rkey, true});
+    });
+  }
+
+  /// Posts ceil(bytes / max_message_bytes) one-WQEBB WQEs built by build(slot, offset, length), in
+  /// batches the ring takes; *last is the index of the last one.
+  template <class Build>
+  __device__ static bool post_chunked(verbs_gpu::send_queue const& q, char const* op, std::size_t bytes,
+                                      std::uint64_t* last, Build const& build) {
+    std::size_t const chunks = (bytes + max_message_bytes - 1) / max_message_bytes;
+    std::size_t const per_batch = q.depth() / 4;
+    for (std::size_t first = 0; first < chunks; first += per_batch) {
+      auto const n = static_cast<std::uint32_t>(chunks - first < per_batch ? chunks - first : per_batch);
+      auto one = [&](verbs_gpu::wqe_slot const& s, std::uint32_t i) {
+        std::size_t const at = (first + i) * max_message_bytes;
+        std::size_t const len = bytes - at < max_message_bytes ? bytes - at : max_message_bytes;
+        return build(s, at, static_cast<std::uint32_t>(len));
+      };
+      if (!posted(q.post(verbs_gpu::detail::one_thread{}, 1, n, one, verbs_gpu::post_flags::none, last), op)) {
+        return false;
+      }
+      *last += n - 1;  // post() gave the batch's first WQE
+    }
+    return true;
+  }
+
+  /// The signal update, fenced behind everything earlier on the QP. *last gets its index.
+  __device__ static bool post_signal(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q, sym_ptr<signal_t> sig,
+                                     signal_t value, signal_op op, int pe, std::uint64_t* last) {
+    verbs_gpu::remote_buf const to = remote(c, sig, pe);
+    if (op == signal_op::set) {
+      auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) {
+        return verbs_gpu::build_masked_cs64(s, result_slot(c, q, s.index, 8), to, 0, value, 0, ~signal_t{0});
+      };
+      return posted(q.post(verbs_gpu::detail::one_thread{}, 2, 1, build, verbs_gpu::post_flags::fence, last), "signal");
+    }
+    auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) {
+      return verbs_gpu::build_atomic_fa(s, result_slot(c, q, s.index, 8), to, value);
+    };
+    return posted(q.post(verbs_gpu::detail::one_thread{}, 1, 1, build, verbs_gpu::post_flags::fence, last), "signal");
+  }
+#endif  // __CUDACC__
+};
+
+
+}  // namespace gpucomm

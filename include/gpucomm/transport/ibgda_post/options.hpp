@@ -1,0 +1,18 @@
+#pragma once
+// IBGDAPost's options: which NIC, how many QPs per peer. Give them to the world before IBGDAPost's
+// first use: `w.configure<gpucomm::IBGDAPost>({.nic = gpucomm::nic_choice::model})`.
+
+#include "../../host/nic_choice.hpp"
+
+namespace gpucomm {
+
+struct ibgda_options {
+  /// The NIC (see nic_choice); automatic: the environment variable GPUCOMM_NIC decides. Asking for
+  /// hardware never falls back to the model.
+  nic_choice nic = nic_choice::automatic;
+  /// RC QPs from each PE to each PE; a calling group always uses the same one per peer
+  /// (ibgda_post/device.cuh says which). 0: GPUCOMM_QPS_PER_PEER if set, else 2.
+  int qps_per_peer = 0;
+};
+
+}  // namespace gpucomm

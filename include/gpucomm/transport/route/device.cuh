@@ -1,0 +1,202 @@
+#pragma once
+// route<Legs...>, device side: per-peer routing over a compile-time list of transports, e.g.
+//
+//   using Transport = gpucomm::route<gpucomm::NVLinkStore, gpucomm::IBGDAPost>;
+//   my_kernel<<<...>>>(w.comm<Transport>(pe), ...);
+//
+// Each peer goes through the first leg that reaches it from this PE (NVLinkStore: load/store
+// access to its heap, the hardware's and world_options::load_store_filter's answer; IBGDAPost:
+// every PE). The choice is made once, when the world hands out the first comm<route<...>>; a call
+// then reads one byte of a per-PE table and runs that leg's code. Nothing else is dispatched at
+// run time.
+//
+// Atomicity domains. Atomics of different legs do not mix on one word (NVLink atomics are not
+// atomic with the NIC's). So every atomic and every signal update on PE t's memory, from any PE
+// including t, goes through one leg: the latest leg in the list that some PE needs to reach t.
+// If every PE reaches t by NVLink, that is NVLinkStore; if any PE reaches t only through the NIC,
+// every PE, t itself included, updates t's words through the NIC. The rule is applied by
+// construction, so no mix can happen; world set-up fails if that leg cannot reach t from every
+// PE. It covers gpucomm's own operations: do not update such words with plain CUDA atomics.
+//
+// Operations and their ordering, per call:
+//   put, get          the peer's leg.
+//   put_signal        the same leg when the signal's domain is that leg; otherwise the data goes
+//                     through the peer's leg, that leg's quiet makes it visible, then the signal
+//                     goes through the domain's leg (data before signal, as comm.cuh promises).
+//   signal, atomics   the target's atomicity domain (preceded by the peer leg's quiet when that
+//                     differs, so the group's earlier puts to the peer land first).
+//   wait_until        the contract's local acquire spin (the same in every leg).
+//   fence, quiet      every leg's (a leg without its own fence quiets).
+//   barrier           the contract's epoch barrier: every leg's quiet_pe (or quiet), then each
+//                     member's arrival flag set with route's signal, so through the member's
+//                     atomicity domain like every other update of its words.
+//   remote            the first leg's, for peers that leg reaches (needs caps.load_store there);
+//                     nullptr for the others.
+
+// The host half, which builds the per-PE tables, is route/host.hpp.
+
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+#include <utility>
+
+#include "../../comm.cuh"
+#include "../../group.cuh"
+#include "../../ops.hpp"
+#include "../../sym_ptr.hpp"
+#include "../contract.cuh"
+#include "../transport.hpp"
+
+namespace gpucomm {
+
+namespace detail {
+/// The legs' device states, as one trivially copyable aggregate.
+template <class... Legs>
+struct leg_states {};
+template <class Leg, class... Rest>
+struct leg_states<Leg, Rest...> {
+  typename Leg::device_state head;
+  leg_states<Rest...> tail;
+};
+
+template <std::size_t I, class Leg, class... Rest>
+GPUCOMM_HD constexpr auto const& leg_state(leg_states<Leg, Rest...> const& s) noexcept {
+  if constexpr (I == 0)
+    return s.head;
+  else
+    return leg_state<I - 1>(s.tail);
+}
+
+}  // namespace detail
+
+namespace detail {
+template <class... Legs>
+class route_host;
+}
+
+template <transport... Legs>
+struct route {
+  static_assert(sizeof...(Legs) >= 2, "gpucomm: route<...> needs at least two transports");
+
+  static constexpr char const* name = "route";
+  static constexpr capabilities caps{.put = (Legs::caps.put && ...),
+                                     .get = (Legs::caps.get && ...),
+                                     .put_signal = (Legs::caps.put && ...) && (Legs::caps.quiet && ...) &&
+                                                   (Legs::caps.signal && ...),
+                                     .signal = (Legs::caps.signal && ...) && (Legs::caps.quiet && ...),
+                                     .atomics = (Legs::caps.atomics && ...),
+                                     .float_add = (Legs::caps.float_add && ...),
+                                     .fence = ((Legs::caps.fence || Legs::caps.quiet) && ...),
+                                     .quiet = (Legs::caps.quiet && ...),
+                                     .barrier = false,
+                                     .load_store = std::tuple_element_t<0, std::tuple<Legs...>>::caps.load_store};
+
+  struct device_state {
+    detail::leg_states<Legs...> legs;
+    std::uint8_t const* leg_of = nullptr;     ///< [pe]: the leg that carries this PE's data to pe
+    std::uint8_t const* domain_of = nullptr;  ///< [pe]: the leg of every atomic and signal on pe's memory
+  };
+  using host_state = detail::route_host<Legs...>;
+
+#if defined(__CUDACC__)
+  template <group G, class T>
+  __device__ static void put(auto const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n, int pe,
+                             bool blocking) {
+    on_leg(c, c.state().leg_of[pe],
+           [&]<class Leg>(comm<Leg> const& lc) { Leg::put(lc, g, dst, src, n, pe, blocking); });
+  }
+
+  template <group G, class T>
+  __device__ static void get(auto const& c, G const& g, T* dst, sym_ptr<T const> src, std::size_t n, int pe,
+                             bool blocking) {
+    on_leg(c, c.state().leg_of[pe],
+           [&]<class Leg>(comm<Leg> const& lc) { Leg::get(lc, g, dst, src, n, pe, blocking); });
+  }
+
+  template <group G, class T>
+  __device__ static void put_signal(auto const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
+                                    sym_ptr<signal_t> sig, signal_t value, signal_op op, int pe, bool blocking) {
+    unsigned const data = c.state().leg_of[pe];
+    unsigned const domain = c.state().domain_of[pe];
+    if (data == domain) {
+      on_leg(c, data, [&]<class Leg>(comm<Leg> const& lc) {
+        contract::put_signal(lc, g, dst, src, n, sig, value, op, pe, blocking);
+      });
+      return;
+    }
+    on_leg(c, data, [&]<class Leg>(comm<Leg> const& lc) {
+      Leg::put(lc, g, dst, src, n, pe, blocking);
+      Leg::quiet(lc, g);  // the data is visible before the other leg's signal
+    });
+    on_leg(c, domain, [&]<class Leg>(comm<Leg> const& lc) { Leg::signal(lc, g, sig, value, op, pe); });
+  }
+
+  template <group G>
+  __device__ static void signal(auto const& c, G const& g, sym_ptr<signal_t> sig, signal_t value, signal_op op,
+                                int pe) {
+    unsigned const data = c.state().leg_of[pe];
+    unsigned const domain = c.state().domain_of[pe];
+    if (data != domain) on_leg(c, data, [&]<class Leg>(comm<Leg> const& lc) { Leg::quiet(lc, g); });
+    on_leg(c, domain, [&]<class Leg>(comm<Leg> const& lc) { Leg::signal(lc, g, sig, value, op, pe); });
+  }
+
+  /// Called by the group's leader only (comm.cuh), so the leg's quiet runs with one thread.
+  template <atomic_op Op, class T>
+  __device__ static T atomic(auto const& c, sym_ptr<T> target, T value, T compare, int pe) {
+    T old{};
+    on_leg(c, c.state().domain_of[pe],
+           [&]<class Leg>(comm<Leg> const& lc) { old = Leg::template atomic<Op>(lc, target, value, compare, pe); });
+    return old;
+  }
+
+  template <group G>
+  __device__ static void fence(auto const& c, G const& g) {
+    each_leg(c, [&]<class Leg>(comm<Leg> const& lc) { contract::fence(lc, g); });
+  }
+
+  template <group G>
+  __device__ static void quiet(auto const& c, G const& g) {
+    each_leg(c, [&]<class Leg>(comm<Leg> const& lc) { Leg::quiet(lc, g); });
+  }
+
+  /// What the contract's barrier completes first: each leg's quiet_pe where it has one, else its quiet.
+  template <group G>
+  __device__ static void quiet_pe(auto const& c, G const& g) {
+    each_leg(c, [&]<class Leg>(comm<Leg> const& lc) {
+      if constexpr (provides_quiet_pe<Leg>)
+        Leg::quiet_pe(lc, g);
+      else
+        Leg::quiet(lc, g);
+    });
+  }
+
+  template <class T>
+  __device__ static T* remote(auto const& c, sym_ptr<T> p, int pe) {
+    using First = std::tuple_element_t<0, std::tuple<Legs...>>;
+    if (c.state().leg_of[pe] != 0) return nullptr;
+    return First::remote(leg_comm<0>(c), p, pe);
+  }
+
+  /// Leg I's handle for this PE.
+  template <std::size_t I>
+  __device__ static auto leg_comm(auto const& c) {
+    using Leg = std::tuple_element_t<I, std::tuple<Legs...>>;
+    return comm<Leg>(c.my_pe(), c.npes(), c.team_states(), detail::leg_state<I>(c.state().legs));
+  }
+
+ private:
+  /// Runs f(leg's comm) for the leg numbered `leg`.
+  template <class F>
+  __device__ static void on_leg(auto const& c, unsigned leg, F&& f) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) { ((leg == I ? (void)f(leg_comm<I>(c)) : (void)0), ...); }
+    (std::index_sequence_for<Legs...>{});
+  }
+  template <class F>
+  __device__ static void each_leg(auto const& c, F&& f) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) { (f(leg_comm<I>(c)), ...); }
+    (std::index_sequence_for<Legs...>{});
+  }
+#endif  // __CUDACC__
+};
+
+}  // namespace gpucomm
