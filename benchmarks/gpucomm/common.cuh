@@ -50,8 +50,8 @@ inline gpucomm::world make_world(int npes, std::size_t heap_bytes) {
   BENCH_CUDA(cudaGetDeviceCount(&count));
   if (count < 1) throw bench::failure("no GPU is visible");
   if (count < npes) {
-    std::fprintf(stderr, "bench: smoke: %d PEs share %d GPU(s); figures are not comparable with one PE per GPU\n",
-                 npes, count);
+    std::fprintf(stderr, "bench: smoke: %d PEs share %d GPU(s); figures are not comparable with one PE per GPU\n", npes,
+                 count);
   }
   std::vector<int> devices;
   for (int d = 0; d < npes; ++d) devices.push_back(d % count);

@@ -162,86 +162,93 @@ class comm {
 
   /// Copy n elements from local `src` to `dst` at PE `pe`. Returns when `src` may be reused.
   template <class G, class T>
-  requires can_put<Transport>
-  __device__ void put(G const& g, sym_ptr<T> dst, T const* src, std::size_t n, int pe) const {
+  requires can_put<Transport> __device__ void put(G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
+                                                  int pe) const {
     require_group<G>();
     Transport::put(*this, g, dst, src, n, pe, /*blocking=*/true);
   }
   template <class G, class T>
   requires(!can_put<Transport>) __device__ transport_lacks<capability::put> put(G const&, sym_ptr<T>, T const*,
-                                                                                 std::size_t, int) const;
+                                                                                std::size_t, int)
+  const;
 
   /// As put, but returns at once; `src` may be reused after `quiet`.
   template <class G, class T>
-  requires can_put<Transport>
-  __device__ void put_nbi(G const& g, sym_ptr<T> dst, T const* src, std::size_t n, int pe) const {
+  requires can_put<Transport> __device__ void put_nbi(G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
+                                                      int pe) const {
     require_group<G>();
     Transport::put(*this, g, dst, src, n, pe, /*blocking=*/false);
   }
   template <class G, class T>
   requires(!can_put<Transport>) __device__ transport_lacks<capability::put> put_nbi(G const&, sym_ptr<T>, T const*,
-                                                                                     std::size_t, int) const;
+                                                                                    std::size_t, int)
+  const;
 
   /// Copy n elements from `src` at PE `pe` to local `dst`. Returns when `dst` holds them.
   template <class G, class T>
-  requires can_get<Transport>
-  __device__ void get(G const& g, T* dst, std::type_identity_t<sym_ptr<T const>> src, std::size_t n, int pe) const {
+  requires can_get<Transport> __device__ void get(G const& g, T* dst, std::type_identity_t<sym_ptr<T const>> src,
+                                                  std::size_t n, int pe) const {
     require_group<G>();
     Transport::get(*this, g, dst, src, n, pe, /*blocking=*/true);
   }
   template <class G, class T>
-  requires(!can_get<Transport>) __device__ transport_lacks<capability::get> get(
-      G const&, T*, std::type_identity_t<sym_ptr<T const>>, std::size_t, int) const;
+  requires(!can_get<Transport>) __device__ transport_lacks<capability::get> get(G const&, T*,
+                                                                                std::type_identity_t<sym_ptr<T const>>,
+                                                                                std::size_t, int)
+  const;
 
   /// As get, but returns at once; `dst` holds the data after `quiet`.
   template <class G, class T>
-  requires can_get<Transport>
-  __device__ void get_nbi(G const& g, T* dst, std::type_identity_t<sym_ptr<T const>> src, std::size_t n, int pe) const {
+  requires can_get<Transport> __device__ void get_nbi(G const& g, T* dst, std::type_identity_t<sym_ptr<T const>> src,
+                                                      std::size_t n, int pe) const {
     require_group<G>();
     Transport::get(*this, g, dst, src, n, pe, /*blocking=*/false);
   }
   template <class G, class T>
   requires(!can_get<Transport>) __device__ transport_lacks<capability::get> get_nbi(
-      G const&, T*, std::type_identity_t<sym_ptr<T const>>, std::size_t, int) const;
+      G const&, T*, std::type_identity_t<sym_ptr<T const>>, std::size_t, int)
+  const;
 
   /// put, then update signal `sig` at PE `pe` by `op` with `value`; the data is delivered before
   /// the update is visible. Returns when `src` may be reused.
   template <class G, class T>
-  requires can_put_signal<Transport>
-  __device__ void put_signal(G const& g, sym_ptr<T> dst, T const* src, std::size_t n, sym_ptr<signal_t> sig,
-                             signal_t value, signal_op op, int pe) const {
+  requires can_put_signal<Transport> __device__ void put_signal(G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
+                                                                sym_ptr<signal_t> sig, signal_t value, signal_op op,
+                                                                int pe) const {
     require_group<G>();
     contract::put_signal(*this, g, dst, src, n, sig, value, op, pe, /*blocking=*/true);
   }
   template <class G, class T>
   requires(!can_put_signal<Transport>) __device__ transport_lacks<capability::put_signal> put_signal(
-      G const&, sym_ptr<T>, T const*, std::size_t, sym_ptr<signal_t>, signal_t, signal_op, int) const;
+      G const&, sym_ptr<T>, T const*, std::size_t, sym_ptr<signal_t>, signal_t, signal_op, int)
+  const;
 
   /// As put_signal, but returns at once; `src` may be reused after `quiet`.
   template <class G, class T>
-  requires can_put_signal<Transport>
-  __device__ void put_signal_nbi(G const& g, sym_ptr<T> dst, T const* src, std::size_t n, sym_ptr<signal_t> sig,
-                                 signal_t value, signal_op op, int pe) const {
+  requires can_put_signal<Transport> __device__ void put_signal_nbi(G const& g, sym_ptr<T> dst, T const* src,
+                                                                    std::size_t n, sym_ptr<signal_t> sig,
+                                                                    signal_t value, signal_op op, int pe) const {
     require_group<G>();
     contract::put_signal(*this, g, dst, src, n, sig, value, op, pe, /*blocking=*/false);
   }
   template <class G, class T>
   requires(!can_put_signal<Transport>) __device__ transport_lacks<capability::put_signal> put_signal_nbi(
-      G const&, sym_ptr<T>, T const*, std::size_t, sym_ptr<signal_t>, signal_t, signal_op, int) const;
+      G const&, sym_ptr<T>, T const*, std::size_t, sym_ptr<signal_t>, signal_t, signal_op, int)
+  const;
 
   // ---- signals ----------------------------------------------------------------------------------
 
   /// Update signal `sig` at PE `pe` by `op` with `value`, released after the group's earlier writes.
   template <class G>
-  requires can_signal<Transport>
-  __device__ void signal(G const& g, sym_ptr<signal_t> sig, signal_t value, signal_op op, int pe) const {
+  requires can_signal<Transport> __device__ void signal(G const& g, sym_ptr<signal_t> sig, signal_t value, signal_op op,
+                                                        int pe) const {
     require_group<G>();
     Transport::signal(*this, g, sig, value, op, pe);
   }
   template <class G>
   requires(!can_signal<Transport>) __device__ transport_lacks<capability::signal> signal(G const&, sym_ptr<signal_t>,
-                                                                                         signal_t, signal_op,
-                                                                                         int) const;
+                                                                                         signal_t, signal_op, int)
+  const;
 
   /// Wait until the local signal word satisfies `*sig <c> value`; returns the value that did.
   /// Called by one thread; acquire at system scope.
@@ -275,147 +282,161 @@ class comm {
   // cooperative_groups group, a user group with shfl, or with_scratch(g, storage)).
 
   template <class G, class T>
-  requires(atomic_capable<T, atomic_op::fetch_add>())
-  __device__ T fetch_add(G const& g, sym_ptr<T> target, T value, int pe) const {
+  requires(atomic_capable<T, atomic_op::fetch_add>()) __device__ T
+      fetch_add(G const& g, sym_ptr<T> target, T value, int pe)
+  const {
     require_group<G>();
     return fetching<atomic_op::fetch_add>(g, target, value, T{}, pe);
   }
   template <class G, class T>
-  requires(atomic_capable<T, atomic_op::add>())
-  __device__ void add(G const& g, sym_ptr<T> target, T value, int pe) const {
+  requires(atomic_capable<T, atomic_op::add>()) __device__
+      void add(G const& g, sym_ptr<T> target, T value, int pe) const {
     require_group<G>();
     nonfetching<atomic_op::add>(g, target, value, pe);
   }
   template <class G, class T>
-  requires(atomic_capable<T, atomic_op::fetch_and>())
-  __device__ T fetch_and(G const& g, sym_ptr<T> target, T value, int pe) const {
+  requires(atomic_capable<T, atomic_op::fetch_and>()) __device__ T
+      fetch_and(G const& g, sym_ptr<T> target, T value, int pe)
+  const {
     require_group<G>();
     return fetching<atomic_op::fetch_and>(g, target, value, T{}, pe);
   }
   template <class G, class T>
-  requires(atomic_capable<T, atomic_op::fetch_or>())
-  __device__ T fetch_or(G const& g, sym_ptr<T> target, T value, int pe) const {
+  requires(atomic_capable<T, atomic_op::fetch_or>()) __device__ T
+      fetch_or(G const& g, sym_ptr<T> target, T value, int pe)
+  const {
     require_group<G>();
     return fetching<atomic_op::fetch_or>(g, target, value, T{}, pe);
   }
   template <class G, class T>
-  requires(atomic_capable<T, atomic_op::fetch_xor>())
-  __device__ T fetch_xor(G const& g, sym_ptr<T> target, T value, int pe) const {
+  requires(atomic_capable<T, atomic_op::fetch_xor>()) __device__ T
+      fetch_xor(G const& g, sym_ptr<T> target, T value, int pe)
+  const {
     require_group<G>();
     return fetching<atomic_op::fetch_xor>(g, target, value, T{}, pe);
   }
   /// Store `value`, return the old value.
   template <class G, class T>
-  requires(atomic_capable<T, atomic_op::swap>())
-  __device__ T swap(G const& g, sym_ptr<T> target, T value, int pe) const {
+  requires(atomic_capable<T, atomic_op::swap>()) __device__ T swap(G const& g, sym_ptr<T> target, T value, int pe)
+  const {
     require_group<G>();
     return fetching<atomic_op::swap>(g, target, value, T{}, pe);
   }
   /// If the word equals `expected`, store `desired`; return the old value either way.
   template <class G, class T>
-  requires(atomic_capable<T, atomic_op::compare_swap>())
-  __device__ T compare_swap(G const& g, sym_ptr<T> target, T expected, T desired, int pe) const {
+  requires(atomic_capable<T, atomic_op::compare_swap>()) __device__ T
+      compare_swap(G const& g, sym_ptr<T> target, T expected, T desired, int pe)
+  const {
     require_group<G>();
     return fetching<atomic_op::compare_swap>(g, target, desired, expected, pe);
   }
   /// Atomic load.
   template <class G, class T>
-  requires(atomic_capable<T, atomic_op::fetch>())
-  __device__ T fetch(G const& g, sym_ptr<T> target, int pe) const {
+  requires(atomic_capable<T, atomic_op::fetch>()) __device__ T fetch(G const& g, sym_ptr<T> target, int pe)
+  const {
     require_group<G>();
     return fetching<atomic_op::fetch>(g, target, T{}, T{}, pe);
   }
   /// Atomic store.
   template <class G, class T>
-  requires(atomic_capable<T, atomic_op::set>())
-  __device__ void set(G const& g, sym_ptr<T> target, T value, int pe) const {
+  requires(atomic_capable<T, atomic_op::set>()) __device__
+      void set(G const& g, sym_ptr<T> target, T value, int pe) const {
     require_group<G>();
     nonfetching<atomic_op::set>(g, target, value, pe);
   }
 
   // The same operations where the transport lacks the capability.
   template <class G, class T>
-  requires(!atomic_capable<T, atomic_op::fetch_add>()) __device__ lacking<T, atomic_op::fetch_add> fetch_add(
-      G const&, sym_ptr<T>, T, int) const;
+  requires(!atomic_capable<T, atomic_op::fetch_add>()) __device__ lacking<T, atomic_op::fetch_add> fetch_add(G const&,
+                                                                                                             sym_ptr<T>,
+                                                                                                             T, int)
+  const;
   template <class G, class T>
-  requires(!atomic_capable<T, atomic_op::add>()) __device__ lacking<T, atomic_op::add> add(G const&, sym_ptr<T>, T,
-                                                                                         int) const;
+  requires(!atomic_capable<T, atomic_op::add>()) __device__ lacking<T, atomic_op::add> add(G const&, sym_ptr<T>, T, int)
+  const;
   template <class G, class T>
-  requires(!atomic_capable<T, atomic_op::fetch_and>()) __device__ lacking<T, atomic_op::fetch_and> fetch_and(
-      G const&, sym_ptr<T>, T, int) const;
+  requires(!atomic_capable<T, atomic_op::fetch_and>()) __device__ lacking<T, atomic_op::fetch_and> fetch_and(G const&,
+                                                                                                             sym_ptr<T>,
+                                                                                                             T, int)
+  const;
   template <class G, class T>
-  requires(!atomic_capable<T, atomic_op::fetch_or>()) __device__ lacking<T, atomic_op::fetch_or> fetch_or(
-      G const&, sym_ptr<T>, T, int) const;
+  requires(!atomic_capable<T, atomic_op::fetch_or>()) __device__ lacking<T, atomic_op::fetch_or> fetch_or(G const&,
+                                                                                                          sym_ptr<T>, T,
+                                                                                                          int)
+  const;
   template <class G, class T>
-  requires(!atomic_capable<T, atomic_op::fetch_xor>()) __device__ lacking<T, atomic_op::fetch_xor> fetch_xor(
-      G const&, sym_ptr<T>, T, int) const;
+  requires(!atomic_capable<T, atomic_op::fetch_xor>()) __device__ lacking<T, atomic_op::fetch_xor> fetch_xor(G const&,
+                                                                                                             sym_ptr<T>,
+                                                                                                             T, int)
+  const;
   template <class G, class T>
   requires(!atomic_capable<T, atomic_op::swap>()) __device__ lacking<T, atomic_op::swap> swap(G const&, sym_ptr<T>, T,
-                                                                                            int) const;
+                                                                                              int)
+  const;
   template <class G, class T>
-  requires(!atomic_capable<T, atomic_op::compare_swap>()) __device__ lacking<T, atomic_op::compare_swap> compare_swap(
-      G const&, sym_ptr<T>, T, T, int) const;
+  requires(!atomic_capable<T, atomic_op::compare_swap>())
+      __device__ lacking<T, atomic_op::compare_swap> compare_swap(G const&, sym_ptr<T>, T, T, int)
+  const;
   template <class G, class T>
   requires(!atomic_capable<T, atomic_op::fetch>()) __device__ lacking<T, atomic_op::fetch> fetch(G const&, sym_ptr<T>,
-                                                                                               int) const;
+                                                                                                 int)
+  const;
   template <class G, class T>
-  requires(!atomic_capable<T, atomic_op::set>()) __device__ lacking<T, atomic_op::set> set(G const&, sym_ptr<T>, T,
-                                                                                         int) const;
+  requires(!atomic_capable<T, atomic_op::set>()) __device__ lacking<T, atomic_op::set> set(G const&, sym_ptr<T>, T, int)
+  const;
 
   // ---- ordering and synchronisation -------------------------------------------------------------
 
   /// Order the group's earlier operations to each PE before its later ones.
   template <class G>
-  requires can_fence<Transport>
-  __device__ void fence(G const& g) const {
+  requires can_fence<Transport> __device__ void fence(G const& g) const {
     require_group<G>();
     contract::fence(*this, g);
   }
   template <class G>
-  requires(!can_fence<Transport>) __device__ transport_lacks<capability::fence> fence(G const&) const;
+  requires(!can_fence<Transport>) __device__ transport_lacks<capability::fence> fence(G const&)
+  const;
 
   /// Complete every operation the group issued before.
   template <class G>
-  requires can_quiet<Transport>
-  __device__ void quiet(G const& g) const {
+  requires can_quiet<Transport> __device__ void quiet(G const& g) const {
     require_group<G>();
     Transport::quiet(*this, g);
   }
   template <class G>
-  requires(!can_quiet<Transport>) __device__ transport_lacks<capability::quiet> quiet(G const&) const;
+  requires(!can_quiet<Transport>) __device__ transport_lacks<capability::quiet> quiet(G const&)
+  const;
 
   /// Barrier over all PEs (one group per PE), including quiet.
   template <class G>
-  requires can_barrier<Transport>
-  __device__ void barrier(G const& g) const {
+  requires can_barrier<Transport> __device__ void barrier(G const& g) const {
     require_group<G>();
     team_barrier(g, world_team());
   }
   template <class G>
-  requires(!can_barrier<Transport>) __device__ transport_lacks<capability::barrier> barrier(G const&) const;
+  requires(!can_barrier<Transport>) __device__ transport_lacks<capability::barrier> barrier(G const&)
+  const;
 
   /// Barrier over team t's PEs (one group per member PE), including quiet. Every member calls it;
   /// a PE outside the team must not (debug builds trap).
   template <class G>
-  requires can_barrier<Transport>
-  __device__ void barrier(G const& g, team const& t) const {
+  requires can_barrier<Transport> __device__ void barrier(G const& g, team const& t) const {
     require_group<G>();
     check_member(t, "barrier");
     team_barrier(g, t);
   }
   template <class G>
-  requires(!can_barrier<Transport>) __device__ transport_lacks<capability::barrier> barrier(G const&,
-                                                                                            team const&) const;
+  requires(!can_barrier<Transport>) __device__ transport_lacks<capability::barrier> barrier(G const&, team const&)
+  const;
 
   /// A pointer to PE `pe`'s copy of `p`, for transports whose peers threads can load and store.
   template <class T>
-  requires can_load_store<Transport>
-  __device__ T* remote(sym_ptr<T> p, int pe) const {
+  requires can_load_store<Transport> __device__ T* remote(sym_ptr<T> p, int pe) const {
     return Transport::remote(*this, p, pe);
   }
   template <class T>
-  requires(!can_load_store<Transport>) __device__ transport_lacks<capability::load_store> remote(sym_ptr<T>,
-                                                                                                 int) const;
+  requires(!can_load_store<Transport>) __device__ transport_lacks<capability::load_store> remote(sym_ptr<T>, int)
+  const;
 
  private:
   template <class G>

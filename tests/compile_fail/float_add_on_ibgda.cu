@@ -1,4 +1,4 @@
-// expect: gpucomm: this transport has no floating-point atomic add (capabilities::float_add is false)
+// expect: missing=gpucomm::capability::float_add
 // mlx5 NICs have no floating-point atomics: IBGDAPost (and a route through it) refuses them.
 #include <gpucomm/gpucomm.cuh>
 using routed = gpucomm::route<gpucomm::NVLinkStore, gpucomm::IBGDAPost>;

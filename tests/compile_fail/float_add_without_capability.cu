@@ -1,4 +1,4 @@
-// expect: gpucomm: this transport has no floating-point atomic add
+// expect: missing=gpucomm::capability::float_add
 #include <gpucomm/gpucomm.cuh>
 // A transport with integer atomics only.
 struct IntegerAtomicsOnly {

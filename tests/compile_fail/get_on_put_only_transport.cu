@@ -1,4 +1,4 @@
-// expect: gpucomm: this transport has no get
+// expect: missing=gpucomm::capability::get
 #include "put_only_transport.cuh"
 __global__ void k(gpucomm::comm<PutOnly> c, gpucomm::sym_ptr<int> p, int* local) {
   c.put(gpucomm::this_thread(), p, local, 1, 0);

@@ -1,4 +1,4 @@
-// expect: gpucomm: remote() needs a transport whose peers are reachable by load and store
+// expect: missing=gpucomm::capability::load_store
 // IBGDAPost has no load/store path to its peers.
 #include <gpucomm/gpucomm.cuh>
 __global__ void k(gpucomm::comm<gpucomm::IBGDAPost> c, gpucomm::sym_ptr<int> p) {

@@ -1,4 +1,4 @@
-// expect: gpucomm: remote() needs a transport whose peers are reachable by load and store
+// expect: missing=gpucomm::capability::load_store
 #include "put_only_transport.cuh"
 __global__ void k(gpucomm::comm<PutOnly> c, gpucomm::sym_ptr<int> p, int* local) {
   c.put(gpucomm::this_thread(), p, local, 1, 0);

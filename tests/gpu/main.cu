@@ -1,7 +1,7 @@
-// Runner for the GPU tests. Launched plainly, one process owns every visible GPU (one PE each);
-// launched under mpirun (OMPI_COMM_WORLD_SIZE set), each rank is one PE on GPU
-// OMPI_COMM_WORLD_LOCAL_RANK. The same test cases run in both modes. Under MPI the exit code is
-// the worst rank's.
+// Runner for the GPU tests. Launched plainly, one process owns every visible GPU (GPUCOMM_TEST_PES_PER_GPU
+// PEs each, default 1); launched under mpirun (OMPI_COMM_WORLD_SIZE set), each rank is one PE on GPU
+// OMPI_COMM_WORLD_LOCAL_RANK / GPUCOMM_TEST_PES_PER_GPU. The same test cases run in both modes. Under MPI the exit code
+// is the worst rank's.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 

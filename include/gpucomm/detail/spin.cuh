@@ -32,14 +32,16 @@ __device__ inline void report_shared_gpu(std::uint64_t const* header) {
   auto const start = static_cast<long long>(header[3]), stride = static_cast<long long>(header[4]),
              size = static_cast<long long>(header[5]);
   if (size > 1) {
-    printf("gpucomm: PE %lld shares its GPU with PEs %lld..%lld (stride %lld): kernels of PEs that share a GPU and "
-           "wait on each other must be resident at the same time (one process: launch them on the world's streams "
-           "and leave room on the GPU; one process per PE: run the MPS control daemon)\n",
-           pe, start, start + (size - 1) * stride, stride);
+    printf(
+        "gpucomm: PE %lld shares its GPU with PEs %lld..%lld (stride %lld): kernels of PEs that share a GPU and "
+        "wait on each other must be resident at the same time (one process: launch them on the world's streams "
+        "and leave room on the GPU; one process per PE: run the MPS control daemon)\n",
+        pe, start, start + (size - 1) * stride, stride);
   } else if (size == 0) {
-    printf("gpucomm: PE %lld shares its GPU with PEs that are not evenly spaced: kernels of PEs that share a GPU and "
-           "wait on each other must be resident at the same time\n",
-           pe);
+    printf(
+        "gpucomm: PE %lld shares its GPU with PEs that are not evenly spaced: kernels of PEs that share a GPU and "
+        "wait on each other must be resident at the same time\n",
+        pe);
   }
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// Which NIC IBGDAPost drives: world_options::nic, or the environment variable GPUCOMM_NIC.
+// Which NIC IBGDAPost drives: ibgda_options::nic, or the environment variable GPUCOMM_NIC.
 
 namespace gpucomm {
 

@@ -82,7 +82,7 @@ class world;
 template <class T>
 concept host_transport = transport<T> && requires(typename T::host_state const& h, int pe) {
   { h.device_state_for(pe) } -> std::same_as<typename T::device_state>;
-} && (std::is_constructible_v<typename T::host_state, world&> || requires {
+} &&(std::is_constructible_v<typename T::host_state, world&> || requires {
   typename T::options;
   requires std::is_constructible_v<typename T::host_state, world&, typename T::options const&>;
 });
@@ -235,9 +235,7 @@ class world {
   team team_node(int pe) const { return predefined_team(node_teams_, pe, "world::team_node", "host"); }
   /// The PEs on local PE `pe`'s GPU (just `pe` when it has the GPU to itself). Throws if they are
   /// not evenly spaced in the world.
-  team team_shared_gpu(int pe) const {
-    return predefined_team(gpu_teams_, pe, "world::team_shared_gpu", "GPU");
-  }
+  team team_shared_gpu(int pe) const { return predefined_team(gpu_teams_, pe, "world::team_shared_gpu", "GPU"); }
 
   /// Collective over the whole world (every process calls it, in the same order, with the same
   /// arguments): a new team of parent's ranks start, start + stride, ... (size of them), as
@@ -462,10 +460,12 @@ class world {
     heap_ = std::make_unique<detail::symmetric_heap>(
         boot_, locals_, npes_, bytes, detail::control_block_layout::bytes(npes_, max_teams_), allow, hosts);
     used_slots_.assign(static_cast<std::size_t>(max_teams_), false);
-    for (int k = 0; k < detail::control_block_layout::predefined_slots; ++k) used_slots_[static_cast<std::size_t>(k)] = true;
+    for (int k = 0; k < detail::control_block_layout::predefined_slots; ++k)
+      used_slots_[static_cast<std::size_t>(k)] = true;
     for (int pe : local_pe_ids_) {
       node_teams_[pe] = strided_team([&](int q) { return same_host(pe, q); }, detail::control_block_layout::node_slot);
-      gpu_teams_[pe] = strided_team([&](int q) { return same_gpu(pe, q); }, detail::control_block_layout::shared_gpu_slot);
+      gpu_teams_[pe] =
+          strided_team([&](int q) { return same_gpu(pe, q); }, detail::control_block_layout::shared_gpu_slot);
       write_control_header(pe);
     }
   }
@@ -485,8 +485,7 @@ class world {
       }
     }
     if (n < detail::control_block_layout::predefined_slots) {
-      throw error("world", -1,
-                  "world_options::max_teams is " + std::to_string(n) + ", below the 3 predefined teams",
+      throw error("world", -1, "world_options::max_teams is " + std::to_string(n) + ", below the 3 predefined teams",
                   "give 0 (default: 32) or a count of at least 3");
     }
     return n;
@@ -589,7 +588,8 @@ class world {
   };
   pe_place const& place(int pe) const {
     if (pe < 0 || pe >= npes_) {
-      throw error("world", pe, "PE " + std::to_string(pe) + " is outside the world of " + std::to_string(npes_) + " PEs",
+      throw error("world", pe,
+                  "PE " + std::to_string(pe) + " is outside the world of " + std::to_string(npes_) + " PEs",
                   "pass a PE between 0 and npes() - 1");
     }
     return places_[static_cast<std::size_t>(pe)];
@@ -605,10 +605,10 @@ class world {
   std::map<std::type_index, std::shared_ptr<void>> transports_;
   std::map<std::type_index, std::shared_ptr<void>> transport_options_;
   int max_teams_ = 0;
-  std::vector<bool> used_slots_;        // [slot]: a live team has it
-  std::uint64_t team_sequence_ = 0;     // team_split calls so far: must agree across processes
-  std::map<int, team> node_teams_;      // [local PE]
-  std::map<int, team> gpu_teams_;       // [local PE]
+  std::vector<bool> used_slots_;     // [slot]: a live team has it
+  std::uint64_t team_sequence_ = 0;  // team_split calls so far: must agree across processes
+  std::map<int, team> node_teams_;   // [local PE]
+  std::map<int, team> gpu_teams_;    // [local PE]
   std::vector<std::function<void()>> sync_hooks_;
   world_options options_;
 };

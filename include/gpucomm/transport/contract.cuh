@@ -59,67 +59,72 @@ struct probe_element {
 // ---- primitives: the transport sets the capability and has the function of that form ------------
 
 template <class T>
-concept provides_put =
-    transport<T> && T::caps.put &&
-    requires(comm<T> const& c, single_thread g, sym_ptr<detail::probe_element> dst, detail::probe_element const* src,
-             std::size_t n, int pe, bool blocking) { T::put(c, g, dst, src, n, pe, blocking); };
+concept provides_put = transport<T> &&
+                       T::caps.put&& requires(comm<T> const& c, single_thread g, sym_ptr<detail::probe_element> dst,
+                                              detail::probe_element const* src, std::size_t n, int pe, bool blocking) {
+  T::put(c, g, dst, src, n, pe, blocking);
+};
 
 template <class T>
-concept provides_get =
-    transport<T> && T::caps.get &&
-    requires(comm<T> const& c, single_thread g, detail::probe_element* dst, sym_ptr<detail::probe_element const> src,
-             std::size_t n, int pe, bool blocking) { T::get(c, g, dst, src, n, pe, blocking); };
+concept provides_get = transport<T> &&
+                       T::caps.get&& requires(comm<T> const& c, single_thread g, detail::probe_element* dst,
+                                              sym_ptr<detail::probe_element const> src, std::size_t n, int pe,
+                                              bool blocking) {
+  T::get(c, g, dst, src, n, pe, blocking);
+};
 
 template <class T>
-concept provides_signal = transport<T> && T::caps.signal &&
-                          requires(comm<T> const& c, single_thread g, sym_ptr<signal_t> sig, signal_t v, signal_op op,
-                                   int pe) { T::signal(c, g, sig, v, op, pe); };
+concept provides_signal = transport<T> &&
+                          T::caps.signal&& requires(comm<T> const& c, single_thread g, sym_ptr<signal_t> sig,
+                                                    signal_t v, signal_op op, int pe) {
+  T::signal(c, g, sig, v, op, pe);
+};
 
 template <class T>
-concept provides_atomics =
-    transport<T> && T::caps.atomics &&
-    requires(comm<T> const& c, sym_ptr<std::uint64_t> p64, sym_ptr<std::int32_t> p32, int pe) {
-      { T::template atomic<atomic_op::compare_swap>(c, p64, std::uint64_t{}, std::uint64_t{}, pe) }
-      -> std::same_as<std::uint64_t>;
-      { T::template atomic<atomic_op::fetch_add>(c, p32, std::int32_t{}, std::int32_t{}, pe) }
-      -> std::same_as<std::int32_t>;
-    };
+concept provides_atomics = transport<T> && T::caps.atomics&& requires(comm<T> const& c, sym_ptr<std::uint64_t> p64,
+                                                                      sym_ptr<std::int32_t> p32, int pe) {
+  {
+    T::template atomic<atomic_op::compare_swap>(c, p64, std::uint64_t{}, std::uint64_t{}, pe)
+    } -> std::same_as<std::uint64_t>;
+  {
+    T::template atomic<atomic_op::fetch_add>(c, p32, std::int32_t{}, std::int32_t{}, pe)
+    } -> std::same_as<std::int32_t>;
+};
 
 template <class T>
-concept provides_float_add = provides_atomics<T> && T::caps.float_add &&
-                             requires(comm<T> const& c, sym_ptr<float> pf, sym_ptr<double> pd, int pe) {
-                               { T::template atomic<atomic_op::fetch_add>(c, pf, 0.f, 0.f, pe) } -> std::same_as<float>;
-                               { T::template atomic<atomic_op::fetch_add>(c, pd, 0.0, 0.0, pe) } -> std::same_as<double>;
-                             };
+concept provides_float_add = provides_atomics<T> && T::caps.float_add&& requires(comm<T> const& c, sym_ptr<float> pf,
+                                                                                 sym_ptr<double> pd, int pe) {
+  { T::template atomic<atomic_op::fetch_add>(c, pf, 0.f, 0.f, pe) } -> std::same_as<float>;
+  { T::template atomic<atomic_op::fetch_add>(c, pd, 0.0, 0.0, pe) } -> std::same_as<double>;
+};
 
 template <class T>
-concept provides_quiet = transport<T> && T::caps.quiet && requires(comm<T> const& c, single_thread g) {
+concept provides_quiet = transport<T> && T::caps.quiet&& requires(comm<T> const& c, single_thread g) {
   T::quiet(c, g);
 };
 
 template <class T>
-concept provides_load_store = transport<T> && T::caps.load_store &&
-                              requires(comm<T> const& c, sym_ptr<detail::probe_element> p, int pe) {
-                                { T::remote(c, p, pe) } -> std::same_as<detail::probe_element*>;
-                              };
+concept provides_load_store = transport<T> && T::caps.load_store&& requires(comm<T> const& c,
+                                                                            sym_ptr<detail::probe_element> p, int pe) {
+  { T::remote(c, p, pe) } -> std::same_as<detail::probe_element*>;
+};
 
 // ---- overrides: the transport's own version of an operation the contract can build ---------------
 
 template <class T>
-concept provides_put_signal =
-    transport<T> && T::caps.put_signal &&
-    requires(comm<T> const& c, single_thread g, sym_ptr<detail::probe_element> dst, detail::probe_element const* src,
-             std::size_t n, sym_ptr<signal_t> sig, signal_t v, signal_op op, int pe, bool blocking) {
-      T::put_signal(c, g, dst, src, n, sig, v, op, pe, blocking);
-    };
+concept provides_put_signal = transport<T> && T::caps.put_signal&& requires(
+    comm<T> const& c, single_thread g, sym_ptr<detail::probe_element> dst, detail::probe_element const* src,
+    std::size_t n, sym_ptr<signal_t> sig, signal_t v, signal_op op, int pe, bool blocking) {
+  T::put_signal(c, g, dst, src, n, sig, v, op, pe, blocking);
+};
 
 template <class T>
-concept provides_fence = transport<T> && T::caps.fence && requires(comm<T> const& c, single_thread g) {
+concept provides_fence = transport<T> && T::caps.fence&& requires(comm<T> const& c, single_thread g) {
   T::fence(c, g);
 };
 
 template <class T>
-concept provides_barrier = transport<T> && T::caps.barrier && requires(comm<T> const& c, single_thread g, team t) {
+concept provides_barrier = transport<T> && T::caps.barrier&& requires(comm<T> const& c, single_thread g, team t) {
   T::barrier(c, g, t);
 };
 
@@ -152,9 +157,9 @@ concept can_load_store = provides_load_store<T>;
 template <class T>
 concept can_fence = provides_fence<T> || provides_quiet<T>;
 template <class T>
-concept can_put_signal = provides_put_signal<T> || (provides_put<T> && provides_signal<T> && can_fence<T>);
+concept can_put_signal = provides_put_signal<T> ||(provides_put<T>&& provides_signal<T>&& can_fence<T>);
 template <class T>
-concept can_barrier = provides_barrier<T> || (provides_signal<T> && provides_quiet<T>);
+concept can_barrier = provides_barrier<T> ||(provides_signal<T>&& provides_quiet<T>);
 
 /// A transport that claims a capability in `caps` must have the function of the contract's form:
 /// this names the first one that does not, at the transport's first use in a comm.

@@ -1,6 +1,6 @@
 #pragma once
 // The transport concept: how a comm<Transport> moves bytes. Device-side vocabulary only; the host
-// half's requirements are `host_transport` (host/transport_host.hpp).
+// half's requirements are `host_transport` (host/world.hpp).
 //
 // A transport is a policy type (never instantiated) with
 //   - `static constexpr char const* name`;
@@ -50,17 +50,21 @@ concept transport = requires {
   typename T::host_state;
   { T::name } -> std::convertible_to<char const*>;
   { T::caps } -> std::convertible_to<capabilities>;
-} && std::is_trivially_copyable_v<typename T::device_state>;
+}
+&&std::is_trivially_copyable_v<typename T::device_state>;
 
 /// Names for the atomic operations, passed to a transport's `atomic<op>` as a template argument.
 enum class atomic_op : int { fetch_add, add, fetch_and, fetch_or, fetch_xor, swap, compare_swap, fetch, set };
 
 /// What a call of an operation the transport lacks returns: a type no expression can hold (its
 /// destructor is deleted). So `requires { c.get(g, ...); }` is false for such a transport, and a
-/// call fails to compile with a message that names the capability:
-///   function "gpucomm::transport_lacks<gpucomm::capability::get>::~transport_lacks() noexcept"
-///   cannot be referenced -- it is a deleted function
-template <capability>
+/// call fails to compile with a message that names the capability (nvcc 13):
+///   function "gpucomm::transport_lacks<missing>::~transport_lacks() [with missing=gpucomm::capability::get]"
+///   ... cannot be referenced -- it is a deleted function
+/// (A static_assert in a fallback's body cannot do this: the fallback would make the requires-
+/// expression true, since a probe and a call resolve the same overloads and only a call
+/// instantiates the body.)
+template <capability missing>
 struct transport_lacks {
   transport_lacks() = delete;
   ~transport_lacks() = delete;

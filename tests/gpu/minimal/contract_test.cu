@@ -28,7 +28,9 @@ struct PutOnly {
 
 // What generic code asks: the operation, called as a user would.
 template <class C>
-concept has_get = requires(C const& c, int* d, sym_ptr<int const> s) { c.get(gpucomm::this_thread(), d, s, 1, 0); };
+concept has_get = requires(C const& c, int* d, sym_ptr<int const> s) {
+  c.get(gpucomm::this_thread(), d, s, 1, 0);
+};
 template <class C>
 concept has_put_signal = requires(C const& c, sym_ptr<int> d, int const* s, sym_ptr<signal_t> sig) {
   c.put_signal(gpucomm::this_thread(), d, s, 1, sig, 1, gpucomm::signal_op::set, 0);
@@ -39,9 +41,13 @@ concept has_barrier = requires(C const& c, gpucomm::team t) {
   c.barrier(gpucomm::this_thread(), t);
 };
 template <class C>
-concept has_fetch_add = requires(C const& c, sym_ptr<unsigned> p) { c.fetch_add(gpucomm::this_thread(), p, 1u, 0); };
+concept has_fetch_add = requires(C const& c, sym_ptr<unsigned> p) {
+  c.fetch_add(gpucomm::this_thread(), p, 1u, 0);
+};
 template <class C>
-concept has_float_add = requires(C const& c, sym_ptr<float> p) { c.add(gpucomm::this_thread(), p, 1.f, 0); };
+concept has_float_add = requires(C const& c, sym_ptr<float> p) {
+  c.add(gpucomm::this_thread(), p, 1.f, 0);
+};
 template <class C>
 concept has_remote = requires(C const& c, sym_ptr<int> p) {
   { c.remote(p, 0) } -> std::same_as<int*>;

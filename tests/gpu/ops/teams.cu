@@ -91,7 +91,12 @@ void run_two_teams(gpucomm::world& w, team const& ta, team const& tb, int rounds
   }
   w.barrier();
   for_each_local_pe(w, [&](int pe) {
-    team_args a{w.comm<transport_under_test>(pe), {ta, tb}, slots.ptr(pe), stage.ptr(pe).get(), rounds, salt,
+    team_args a{w.comm<transport_under_test>(pe),
+                {ta, tb},
+                slots.ptr(pe),
+                stage.ptr(pe).get(),
+                rounds,
+                salt,
                 errors.ptr(pe).get()};
     team_rounds<<<1, 64, 0, w.stream(pe)>>>(a);
   });

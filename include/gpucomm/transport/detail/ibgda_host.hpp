@@ -156,14 +156,15 @@ class ibgda_host {
     char bus[32] = {};
     GPUCOMM_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), w.device(pe)), pe);
     std::string const nic = closest_nic(bus);
-    throw error("world::comm<IBGDAPost>", pe,
-                nic.empty() ? std::string("a hardware NIC was asked for (ibgda_options::nic or GPUCOMM_NIC), but no "
-                                          "InfiniBand/RoCE device is visible under /sys/class/infiniband")
-                            : "the closest NIC to GPU " + std::string(bus) + " is " + nic +
-                                  ", but this version of IBGDAPost drives only the software NIC model: GPU-posted "
-                                  "QPs on real mlx5 hardware are not set up yet (docs/ibgda.md)",
-                "to test without a NIC set GPUCOMM_NIC=model (or w.configure<IBGDAPost>({.nic = nic_choice::model})); the "
-                "model is a test and development tool, never a silent fallback");
+    throw error(
+        "world::comm<IBGDAPost>", pe,
+        nic.empty() ? std::string("a hardware NIC was asked for (ibgda_options::nic or GPUCOMM_NIC), but no "
+                                  "InfiniBand/RoCE device is visible under /sys/class/infiniband")
+                    : "the closest NIC to GPU " + std::string(bus) + " is " + nic +
+                          ", but this version of IBGDAPost drives only the software NIC model: GPU-posted "
+                          "QPs on real mlx5 hardware are not set up yet (docs/ibgda.md)",
+        "to test without a NIC set GPUCOMM_NIC=model (or w.configure<IBGDAPost>({.nic = nic_choice::model})); the "
+        "model is a test and development tool, never a silent fallback");
   }
 
   local const& local_of(int pe) const {

@@ -426,5 +426,4 @@ struct IBGDAPost {
 #endif  // __CUDACC__
 };
 
-
 }  // namespace gpucomm

@@ -79,17 +79,17 @@ struct route {
   static_assert(sizeof...(Legs) >= 2, "gpucomm: route<...> needs at least two transports");
 
   static constexpr char const* name = "route";
-  static constexpr capabilities caps{.put = (Legs::caps.put && ...),
-                                     .get = (Legs::caps.get && ...),
-                                     .put_signal = (Legs::caps.put && ...) && (Legs::caps.quiet && ...) &&
-                                                   (Legs::caps.signal && ...),
-                                     .signal = (Legs::caps.signal && ...) && (Legs::caps.quiet && ...),
-                                     .atomics = (Legs::caps.atomics && ...),
-                                     .float_add = (Legs::caps.float_add && ...),
-                                     .fence = ((Legs::caps.fence || Legs::caps.quiet) && ...),
-                                     .quiet = (Legs::caps.quiet && ...),
-                                     .barrier = false,
-                                     .load_store = std::tuple_element_t<0, std::tuple<Legs...>>::caps.load_store};
+  static constexpr capabilities caps{
+      .put = (Legs::caps.put && ...),
+      .get = (Legs::caps.get && ...),
+      .put_signal = (Legs::caps.put && ...) && (Legs::caps.quiet && ...) && (Legs::caps.signal && ...),
+      .signal = (Legs::caps.signal && ...) && (Legs::caps.quiet && ...),
+      .atomics = (Legs::caps.atomics && ...),
+      .float_add = (Legs::caps.float_add && ...),
+      .fence = ((Legs::caps.fence || Legs::caps.quiet) && ...),
+      .quiet = (Legs::caps.quiet && ...),
+      .barrier = false,
+      .load_store = std::tuple_element_t<0, std::tuple<Legs...>>::caps.load_store};
 
   struct device_state {
     detail::leg_states<Legs...> legs;

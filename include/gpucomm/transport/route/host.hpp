@@ -32,17 +32,16 @@ auto routed_state(Host const& h, int pe) {
 template <class... Legs>
 class route_host {
  public:
-explicit route_host(world& w) : world_(&w), hosts_{&w.transport_host<Legs>()...} {
+  explicit route_host(world& w) : world_(&w), hosts_{&w.transport_host<Legs>()...} {
     int const npes = w.npes();
     std::vector<std::uint8_t> leg(static_cast<std::size_t>(npes) * npes), domain(static_cast<std::size_t>(npes), 0);
     for (int from = 0; from < npes; ++from) {
       for (int to = 0; to < npes; ++to) {
         int const l = first_reaching(from, to);
         if (l < 0) {
-          throw error(
-              "world::comm<route>", from,
-              "no transport of the route reaches PE " + std::to_string(to) + " from PE " + std::to_string(from),
-              "end the list with a transport that reaches every PE, such as IBGDAPost");
+          throw error("world::comm<route>", from,
+                      "no transport of the route reaches PE " + std::to_string(to) + " from PE " + std::to_string(from),
+                      "end the list with a transport that reaches every PE, such as IBGDAPost");
         }
         leg[static_cast<std::size_t>(from) * npes + to] = static_cast<std::uint8_t>(l);
         auto& d = domain[static_cast<std::size_t>(to)];
@@ -74,9 +73,9 @@ explicit route_host(world& w) : world_(&w), hosts_{&w.transport_host<Legs>()...}
     leg_ = std::move(leg);
     domain_ = std::move(domain);
   }
-route_host(route_host const&) = delete;
-route_host& operator=(route_host const&) = delete;
-~route_host() {
+  route_host(route_host const&) = delete;
+  route_host& operator=(route_host const&) = delete;
+  ~route_host() {
     detail::current_device_guard const keep;
     for (auto const& t : tables_) {
       cudaSetDevice(t.device);
@@ -89,7 +88,7 @@ route_host& operator=(route_host const&) = delete;
   /// The leg of every atomic and signal on PE to's memory.
   int domain_of(int to) const { return domain_[static_cast<std::size_t>(to)]; }
 
-using device_state = typename route<Legs...>::device_state;
+  using device_state = typename route<Legs...>::device_state;
 
   device_state device_state_for(int pe) const {
     device_state s{};
