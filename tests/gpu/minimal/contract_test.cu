@@ -4,6 +4,7 @@
 // inherited put_signal and fence deliver the data before the signal.
 #include <cooperative_groups.h>
 
+#include "../../compile_fail/put_only_transport.cuh"  // PutOnly: a transport that can only put
 #include "../harness.cuh"
 
 namespace contract_test {
@@ -12,19 +13,6 @@ namespace cg = cooperative_groups;
 using gpucomm::signal_t;
 using gpucomm::sym_ptr;
 using gpucomm::test::MinimalStore;
-
-/// A transport that can only put (its put does nothing: it is never run).
-struct PutOnly {
-  static constexpr char const* name = "PutOnly";
-  static constexpr gpucomm::capabilities caps{.put = true};
-  struct device_state {};
-  struct host_state {
-    explicit host_state(gpucomm::world&) {}
-    device_state device_state_for(int) const { return {}; }
-  };
-  template <class G, class T>
-  __device__ static void put(gpucomm::comm<PutOnly> const&, G const&, sym_ptr<T>, T const*, std::size_t, int, bool) {}
-};
 
 // What generic code asks: the operation, called as a user would.
 template <class C>
