@@ -23,7 +23,7 @@
 # a daemon that is already reachable and leaves that one running; where nvidia-cuda-mps-control
 # is missing, those runs are reported as SKIP and the overall line says so. The GPU's compute
 # mode is never changed. The sanitizers run with two PEs: on GPUs 0 and 1, or twice on GPU 0 of a
-# one-GPU machine.
+# one-GPU machine (there the NIC-model suites run as two processes under MPS; see the step).
 # Environment: OUT, GPUCOMM_STEP_TIMEOUT (seconds a step may take, default 900), GPUCOMM_COMMIT
 # (the commit named in the summary, default git's HEAD).
 # Catch2 is taken from .deps/catch2 (Debian's package unpacked there) when the machine has none.
@@ -93,6 +93,10 @@ for n in $counts; do
   done
 done
 has_step tests || shared_runs=0
+# On a one-GPU machine the sanitizers of the NIC-model suites run as two processes sharing the GPU
+# (see the sanitize step), which needs MPS too.
+mps_needed=$shared_runs
+[ "$ngpu" -lt 2 ] && has_step sanitize && mps_needed=1
 mps_vars=()   # CUDA_MPS_* of the daemon the shared-GPU runs use (empty: the caller's environment)
 mps_probe() {  # mps_probe TRIES: whether the daemon that mps_vars name answers
   local i
@@ -105,10 +109,10 @@ mps_probe() {  # mps_probe TRIES: whether the daemon that mps_vars name answers
 mps_mode=none
 if command -v nvidia-cuda-mps-control > /dev/null 2>&1; then
   if mps_probe 1; then mps_mode=existing
-  elif [ "$shared_runs" -eq 1 ]; then
+  elif [ "$mps_needed" -eq 1 ]; then
     mps_mode=own; mps_vars=(CUDA_MPS_PIPE_DIRECTORY="$logs/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$logs/mps/log")
   fi
-elif [ "$shared_runs" -eq 1 ]; then mps_mode=missing
+elif [ "$mps_needed" -eq 1 ]; then mps_mode=missing
 fi
 
 note "gpu-round $(date -u +%Y-%m-%dT%H:%MZ): $ngpu GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
@@ -211,18 +215,24 @@ fi
 
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x NVSHMEM_DISABLE_NVLS
      -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x CUDA_VISIBLE_DEVICES -x GPUCOMM_TEST_PES_PER_GPU)
-# mpi_run N P SUITE: SUITE under mpirun with P processes on each of GPUs 0..N-1. Processes that
-# share a GPU get the MPS directories: the round's own, or the caller's where they are set.
+# mpi_shared NAME NP CMD...: step NAME, CMD under mpirun -np NP with processes sharing a GPU, which
+# get the MPS directories: the round's own, or the caller's where they are set.
+mpi_shared() {
+  local name=$1 np=$2 mps_x=() v
+  shift 2
+  for v in CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; do
+    if [ ${#mps_vars[@]} -gt 0 ] || [ -n "${!v+set}" ]; then mps_x+=(-x "$v"); fi
+  done
+  run "$name" env "${mps_vars[@]}" "${mpi[@]}" "${mps_x[@]}" -np "$np" "$@"
+}
+# mpi_run N P SUITE: SUITE under mpirun with P processes on each of GPUs 0..N-1.
 mpi_run() {
-  local mps_env=() mps_x=() v
-  if [ "$2" -ge 2 ]; then
-    mps_env=("${mps_vars[@]}")
-    for v in CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; do
-      if [ ${#mps_vars[@]} -gt 0 ] || [ -n "${!v+set}" ]; then mps_x+=(-x "$v"); fi
-    done
-  fi
-  run "${3#gpucomm_gpu_}-mpi-$(layout "$1" "$2")" env "${mps_env[@]}" GPUCOMM_TEST_PES_PER_GPU="$2" \
-      "${mpi[@]}" "${mps_x[@]}" -np $(($1 * $2)) "$build/tests/$3" --order decl "~[verbs]"
+  local name cmd=("$build/tests/$3" --order decl "~[verbs]")
+  name="${3#gpucomm_gpu_}-mpi-$(layout "$1" "$2")"
+  export GPUCOMM_TEST_PES_PER_GPU=$2
+  if [ "$2" -ge 2 ]; then mpi_shared "$name" $(($1 * $2)) "${cmd[@]}"
+  else run "$name" "${mpi[@]}" -np "$1" "${cmd[@]}"; fi
+  unset GPUCOMM_TEST_PES_PER_GPU
 }
 if has_step tests; then
   # Every one-process run, and the mpirun runs with a GPU per process.
@@ -266,16 +276,39 @@ if has_step tests; then
 fi
 
 if has_step sanitize; then
+  # The suites that run the NIC model (IBGDAPost, route) share a GPU between their two PEs as two
+  # processes under MPS, not one process: with two PEs of one process on one GPU, memcheck and
+  # synccheck stall the model (a NIC-model atomic or barrier arrival never completes and the
+  # debug-build wait traps after 20 s), while the same binaries pass both tools with one PE, with
+  # two PEs as two processes, and racecheck with two PEs in one process; eager module loading,
+  # polled stream synchronisation and --check-api-memory-access no did not change it. Two
+  # processes is also how the model is used across PEs of different processes.
+  nic_suites=(gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route)
+  nic_mpi=0
+  if [ "$san_pes" -ge 2 ]; then
+    case $mps_mode in
+      own) mps_start && nic_mpi=1 ;;
+      existing) nic_mpi=1 ;;
+    esac
+  fi
   export CUDA_VISIBLE_DEVICES GPUCOMM_TEST_PES_PER_GPU=$san_pes
   CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((san_n - 1)))
   for tool in memcheck racecheck synccheck; do
-    run "sanitize-$tool-$san_layout" compute-sanitizer --tool $tool --error-exitcode 1 $tests_bin "[sanitize],[verbs]"
-    for suite in gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route gpucomm_gpu_tests_minimal; do
-      run "sanitize-$tool-${suite#gpucomm_gpu_tests_}-$san_layout" compute-sanitizer --tool $tool --error-exitcode 1 \
-          $build/tests/$suite "[sanitize],[ibgda],[route],[minimal]"
+    san=(compute-sanitizer --tool "$tool" --error-exitcode 1)
+    run "sanitize-$tool-$san_layout" "${san[@]}" $tests_bin "[sanitize],[verbs]"
+    run "sanitize-$tool-minimal-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_minimal "[sanitize],[minimal]"
+    for suite in "${nic_suites[@]}"; do
+      name="sanitize-$tool-${suite#gpucomm_gpu_tests_}"
+      filter="[sanitize],[ibgda],[route]"
+      if [ "$san_pes" -lt 2 ]; then run "$name-$san_layout" "${san[@]}" "$build/tests/$suite" "$filter"
+      elif [ "$nic_mpi" -eq 1 ]; then
+        mpi_shared "$name-mpi-$san_layout" "$san_pes" "${san[@]}" "$build/tests/$suite" "$filter"
+      else skip "$name-mpi-$san_layout" "two processes sharing a GPU need the MPS daemon ($mps_mode)"
+      fi
     done
   done
   unset CUDA_VISIBLE_DEVICES GPUCOMM_TEST_PES_PER_GPU
+  mps_stop
 fi
 
 if has_step bench; then

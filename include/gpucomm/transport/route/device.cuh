@@ -23,8 +23,10 @@
 //   put_signal        the same leg when the signal's domain is that leg; otherwise the data goes
 //                     through the peer's leg, that leg's quiet makes it visible, then the signal
 //                     goes through the domain's leg (data before signal, as comm.cuh promises).
-//   signal, atomics   the target's atomicity domain (preceded by the peer leg's quiet when that
-//                     differs, so the group's earlier puts to the peer land first).
+//   signal            the target's atomicity domain, preceded by the peer leg's quiet when that
+//                     differs, so the group's earlier puts to the peer land first.
+//   atomics           the target's atomicity domain. As in OpenSHMEM, an atomic is not ordered
+//                     after earlier puts without a fence (which quiets every leg).
 //   wait_until        the contract's local acquire spin (the same in every leg).
 //   fence, quiet      every leg's (a leg without its own fence quiets).
 //   barrier           the contract's epoch barrier: every leg's quiet_pe (or quiet), then each
@@ -140,7 +142,7 @@ struct route {
     on_leg(c, domain, [&]<class Leg>(comm<Leg> const& lc) { Leg::signal(lc, g, sig, value, op, pe); });
   }
 
-  /// Called by the group's leader only (comm.cuh), so the leg's quiet runs with one thread.
+  /// Called by the group's leader only (comm.cuh).
   template <atomic_op Op, class T>
   __device__ static T atomic(auto const& c, sym_ptr<T> target, T value, T compare, int pe) {
     T old{};
