@@ -67,7 +67,8 @@ struct world_options {
   /// process. Use it to send some peers through another transport on purpose.
   std::function<bool(int, int)> load_store_filter;
   /// How many teams may exist at once, the three predefined ones included (each has its barrier
-  /// state in the control block: 64 + 8 * npes bytes per PE, npes rounded up to a multiple of 8). 0: GPUCOMM_MAX_TEAMS if set, else 32.
+  /// state in the control block: 64 + 8 * npes bytes per PE, npes rounded up to a multiple of 8).
+  /// 0: GPUCOMM_MAX_TEAMS if set, else 32.
   int max_teams = 0;
   // A transport's own settings (IBGDAPost's NIC and QPs per peer) are that transport's options:
   // world::configure<Transport>(options) before its first use.
