@@ -19,6 +19,19 @@ gpucomm_need() {
   else command -v "$check" >/dev/null 2>&1 && return 0; fi
   GPUCOMM_MISSING_PACKAGES+=("$@")
 }
+# gpucomm_need_newest GLOB PATTERN: when no file matches GLOB, the newest Debian package whose name
+# matches the extended regular expression PATTERN is installed (for versioned names such as
+# linux-headers-<version>-common).
+gpucomm_need_newest() {
+  local pkg
+  compgen -G "$1" > /dev/null && return 0
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  pkg=$(apt-cache search --names-only "$2" | awk '{print $1}' | grep -E "$2" | sort -V | tail -n 1)
+  if [ -z "$pkg" ]; then echo "No Debian package matches $2 (needed for $1)." >&2; exit 1; fi
+  GPUCOMM_MISSING_PACKAGES+=("$pkg")
+}
 gpucomm_install_missing() {
   [ ${#GPUCOMM_MISSING_PACKAGES[@]} -eq 0 ] && return 0
   local sudo=""

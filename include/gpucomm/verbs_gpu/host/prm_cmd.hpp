@@ -7,6 +7,10 @@
 //
 // A command is an array of big-endian 32-bit words; a field is (bit offset, bit width) counted
 // from the most significant bit of word 0, exactly like rdma-core's DEVX_SET / MLX5_SET.
+//
+// tests/host/prm_layout/check_prm_layout.py checks every field here by name, offset and width
+// against the Linux kernel's include/linux/mlx5/mlx5_ifc.h (an independent source); the few
+// DEVX-only fields, which the kernel leaves reserved, must lie inside one reserved member there.
 
 #include <cstddef>
 #include <cstdint>
@@ -68,12 +72,12 @@ inline constexpr std::uint32_t cqc = 0x80;
 inline constexpr field cqc_dbr_umem_valid{cqc + 0x06, 1};
 inline constexpr field cqc_cqe_sz{cqc + 0x08, 3};  ///< 0 = 64-byte CQEs
 inline constexpr field cqc_cc{cqc + 0x0b, 1};      ///< collapsed CQ
-inline constexpr field cqc_oi{cqc + 0x0f, 1};      ///< overrun ignore
+inline constexpr field cqc_oi{cqc + 0x0e, 1};      ///< overrun ignore
 inline constexpr field cqc_dbr_umem_id{cqc + 0x20, 32};
 inline constexpr field cqc_page_offset{cqc + 0x54, 6};
 inline constexpr field cqc_log_cq_size{cqc + 0x63, 5};
 inline constexpr field cqc_uar_page{cqc + 0x68, 24};
-inline constexpr field cqc_c_eqn{cqc + 0xb8, 8};
+inline constexpr field cqc_c_eqn{cqc + 0xa0, 32};  ///< c_eqn_or_apu_element: the EQ number
 inline constexpr field cqc_log_page_size{cqc + 0xc3, 5};
 inline constexpr field cqc_dbr_addr{cqc + 0x1c0, 64};  ///< offset in the DBR UMEM
 inline constexpr field cq_umem_offset{0x280, 64};
