@@ -28,7 +28,7 @@ gpucomm_need_newest() {
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   $sudo apt-get update -qq
-  pkg=$(apt-cache search --names-only "$2" | awk '{print $1}' | grep -E "$2" | sort -V | tail -n 1)
+  pkg=$(apt-cache search --names-only "$2" | awk '{print $1}' | { grep -E "$2" || true; } | sort -V | tail -n 1)
   if [ -z "$pkg" ]; then echo "No Debian package matches $2 (needed for $1)." >&2; exit 1; fi
   GPUCOMM_MISSING_PACKAGES+=("$pkg")
 }
