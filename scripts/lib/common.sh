@@ -19,30 +19,34 @@ gpucomm_need() {
   else command -v "$check" >/dev/null 2>&1 && return 0; fi
   GPUCOMM_MISSING_PACKAGES+=("$@")
 }
+# gpucomm_apt ARGS...: apt-get as root (or through sudo); stops with a message where there is no
+# apt-get. The package lists are updated once, before the first call that needs them.
+GPUCOMM_APT_UPDATED=0
+gpucomm_apt() {
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "Missing packages: ${GPUCOMM_MISSING_PACKAGES[*]:-$*}; install them with your package manager." >&2
+    exit 1
+  fi
+  if [ "$GPUCOMM_APT_UPDATED" -eq 0 ]; then $sudo apt-get update -qq; GPUCOMM_APT_UPDATED=1; fi
+  [ $# -eq 0 ] || DEBIAN_FRONTEND=noninteractive $sudo apt-get "$@"
+}
 # gpucomm_need_newest GLOB PATTERN: when no file matches GLOB, the newest Debian package whose name
 # matches the extended regular expression PATTERN is installed (for versioned names such as
 # linux-headers-<version>-common).
 gpucomm_need_newest() {
   local pkg
   compgen -G "$1" > /dev/null && return 0
-  local sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get update -qq
+  gpucomm_apt  # the package lists, for apt-cache
   pkg=$(apt-cache search --names-only "$2" | awk '{print $1}' | { grep -E "$2" || true; } | sort -V | tail -n 1)
   if [ -z "$pkg" ]; then echo "No Debian package matches $2 (needed for $1)." >&2; exit 1; fi
   GPUCOMM_MISSING_PACKAGES+=("$pkg")
 }
 gpucomm_install_missing() {
   [ ${#GPUCOMM_MISSING_PACKAGES[@]} -eq 0 ] && return 0
-  local sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  if ! command -v apt-get >/dev/null 2>&1; then
-    echo "Missing packages: ${GPUCOMM_MISSING_PACKAGES[*]}; install them with your package manager." >&2
-    exit 1
-  fi
   echo "Installing missing packages: ${GPUCOMM_MISSING_PACKAGES[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${GPUCOMM_MISSING_PACKAGES[@]}" >/dev/null
+  gpucomm_apt install -y -qq --no-install-recommends "${GPUCOMM_MISSING_PACKAGES[@]}" >/dev/null
   GPUCOMM_MISSING_PACKAGES=()
 }
 

@@ -281,7 +281,7 @@ def main():
         checked += 1
         want = layout.resolve(struct, path)[0]
         if consts.get(base) != want:
-            errors.append(f"{base}: prm_cmd.hpp has {consts.get(base)!r:}; {struct}.{path} starts at bit {want:#x}")
+            errors.append(f"{base}: prm_cmd.hpp has {consts.get(base)!r}; {struct}.{path} starts at bit {want:#x}")
     for name, struct in SIZES.items():
         checked += 1
         if consts.get(name) != layout.size(struct) // 8:
