@@ -238,6 +238,10 @@ else
     have bench_gpucomm && run_case gpucomm "$c" 2 "$bw_limit" "$build/benchmarks/bench_gpucomm"
     nvshmem_ok && run_case nvshmem "$c" 2 "$bw_limit" "${mpi[@]}" -np 2 "$build/benchmarks/bench_nvshmem"
   done
+  # P2PCopy (the bulk-copy unit): its put_bw from global and shared memory, and its ping-pong.
+  for c in p2pcopy_put_signal_pingpong p2pcopy_put_bw; do
+    have bench_gpucomm && run_case gpucomm "$c" 2 "$bw_limit" "$build/benchmarks/bench_gpucomm"
+  done
 fi
 
 # ---- report --------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU round on a machine with GPUs: configure and build, run the demo and the examples,
-# the three GPU test suites (NVLinkStore, IBGDAPost through the NIC model, route<NVLinkStore,
-# IBGDAPost> with a forced split) on every GPU count asked and with several PEs per GPU, in both
+# the GPU test suites (NVLinkStore, IBGDAPost through the NIC model, route<NVLinkStore,
+# IBGDAPost> with a forced split, MinimalStore, P2PCopy) on every GPU count asked and with several PEs per GPU, in both
 # process modes (one process owning the GPUs, and one process per PE under mpirun),
 # compute-sanitizer over the [sanitize] subset, the verbs_gpu tests and the IBGDAPost/route cases,
 # and optionally the benchmark suite. Each step's log and a summary go to $OUT (default
@@ -9,8 +9,11 @@
 #
 #   scripts/gpu-round.sh [--steps build,demo,tests,sanitize,bench] [--counts "1 2 4"]
 #                        [--pes-per-gpu "1 2 4"] [--mpi-pes-per-gpu "1 2"] [--quick-bench]
+#                        [--suites "tests ibgda route minimal p2p"]
 #
 # Steps not named are skipped; a later call can run further steps on the same build (build-gpu/).
+# --suites: the suites the build, tests and sanitize steps take (default all; "tests" is
+# gpucomm_gpu_tests, the others gpucomm_gpu_tests_<name>), to split a round over two calls.
 # --counts: GPU counts n (default 1, 2, 4, 8 up to the machine's GPUs, and all of them). For each n
 # and each p of --pes-per-gpu (default "1 2 4") every suite runs in one process with n*p PEs; for
 # each p of --mpi-pes-per-gpu (default "1 2") with n*p >= 2 it runs under mpirun -np n*p. A
@@ -32,15 +35,17 @@ cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=scripts/lib/common.sh
 source scripts/lib/common.sh
 
-usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench]" >&2; exit 2; }
+usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench] [--suites \"tests ibgda route minimal p2p\"]" >&2; exit 2; }
 steps="build,demo,tests,sanitize"
 counts=""
 pes_per_gpu="1 2 4"
 mpi_pes_per_gpu="1 2"
+only_suites="tests ibgda route minimal p2p"
 bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --steps|--counts|--pes-per-gpu|--mpi-pes-per-gpu) [ $# -ge 2 ] || usage ;;&
+    --steps|--counts|--pes-per-gpu|--mpi-pes-per-gpu|--suites) [ $# -ge 2 ] || usage ;;&
+    --suites) only_suites=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --counts) counts=$2; shift 2 ;;
     --pes-per-gpu) pes_per_gpu=$2; shift 2 ;;
@@ -196,8 +201,17 @@ trap 'on_signal TERM 15' TERM
 build="build-gpu"
 tests_bin=$build/tests/gpucomm_gpu_tests
 # The op suite per transport: NVLinkStore (with the world and verbs_gpu tests), IBGDAPost through
-# the NIC model, route<NVLinkStore, IBGDAPost> with a forced split, MinimalStore (the contract alone).
-suites=(gpucomm_gpu_tests gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route gpucomm_gpu_tests_minimal)
+# the NIC model, route<NVLinkStore, IBGDAPost> with a forced split, MinimalStore (the contract alone),
+# P2PCopy (the bulk-copy unit).
+suites=()
+for name in $only_suites; do
+  case $name in
+    tests) suites+=(gpucomm_gpu_tests) ;;
+    ibgda|route|minimal|p2p) suites+=("gpucomm_gpu_tests_$name") ;;
+    *) echo "--suites: unknown suite '$name' (tests ibgda route minimal p2p)" >&2; exit 2 ;;
+  esac
+done
+has_suite() { [[ " ${suites[*]} " == *" $1 "* ]]; }
 if has_step build; then
   prefix=()
   [ -d .deps/catch2/usr ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr")
@@ -205,12 +219,13 @@ if has_step build; then
   command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
   run configure cmake -S . -B $build "${gen[@]}" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" \
       -DCMAKE_CUDA_COMPILER="$(gpucomm_find_nvcc)"
-  run build cmake --build $build -j "$(nproc)" --target "${suites[@]}" ring_shift cub_allreduce thrust_local routed_ring
+  run build cmake --build $build -j "$(nproc)" --target "${suites[@]}" ring_shift cub_allreduce thrust_local routed_ring \
+      p2p_tile_push
 fi
 
 if has_step demo; then
   run demo bash scripts/demo.sh
-  for ex in cub_allreduce thrust_local routed_ring; do run "example-$ex" $build/examples/$ex; done
+  for ex in cub_allreduce thrust_local routed_ring p2p_tile_push; do run "example-$ex" $build/examples/$ex; done
 fi
 
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x NVSHMEM_DISABLE_NVLS
@@ -283,7 +298,8 @@ if has_step sanitize; then
   # two PEs as two processes, and racecheck with two PEs in one process; eager module loading,
   # polled stream synchronisation and --check-api-memory-access no did not change it. Two
   # processes is also how the model is used across PEs of different processes.
-  nic_suites=(gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route)
+  nic_suites=()
+  for suite in gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route; do has_suite $suite && nic_suites+=("$suite"); done
   nic_mpi=0
   if [ "$san_pes" -ge 2 ]; then
     case $mps_mode in
@@ -295,8 +311,11 @@ if has_step sanitize; then
   CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((san_n - 1)))
   for tool in memcheck racecheck synccheck; do
     san=(compute-sanitizer --tool "$tool" --error-exitcode 1)
-    run "sanitize-$tool-$san_layout" "${san[@]}" $tests_bin "[sanitize],[verbs]"
-    run "sanitize-$tool-minimal-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_minimal "[sanitize],[minimal]"
+    has_suite gpucomm_gpu_tests && run "sanitize-$tool-$san_layout" "${san[@]}" $tests_bin "[sanitize],[verbs]"
+    has_suite gpucomm_gpu_tests_minimal &&
+      run "sanitize-$tool-minimal-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_minimal "[sanitize],[minimal]"
+    has_suite gpucomm_gpu_tests_p2p &&
+      run "sanitize-$tool-p2p-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_p2p "[sanitize]"
     for suite in "${nic_suites[@]}"; do
       name="sanitize-$tool-${suite#gpucomm_gpu_tests_}"
       filter="[sanitize],[ibgda],[route]"

@@ -5,7 +5,8 @@
 //                    a grid barrier every iteration): store only (no loads), the SM copy loop at
 //                    unroll 2 (gpucomm's) / 4 / 8 (gpucomm's before) / 8 with non-coherent loads,
 //                    and the bulk-copy unit (cp.async.bulk global -> shared -> peer, one thread per
-//                    CTA, S stages).
+//                    CTA, S stages). On a one-GPU machine PE 1 is GPU 0 itself: local -> local, a
+//                    smoke figure to tune copy pipelines against.
 //   copy_profile     not timed: each copy variant launched once at 1 and 4 CTAs, for ncu.
 //   pingpong_limits  one thread per GPU, 8-byte flag (and an 8-byte data store first): which of
 //                    data, release, acquire costs what in put_signal's one-way latency.
@@ -257,14 +258,23 @@ copy_kernel_t kernel_for(copy_variant v) {
   return copy_limit_kernel<copy_variant::bulk>;
 }
 
-/// GPU 0's source and GPU 1's destination, peer access on, each kernel's shared-memory limit raised.
+/// The GPU copy_limits writes to: GPU 1, or GPU 0 itself on a one-GPU machine (local -> local, a
+/// smoke figure for tuning copy pipelines; the rows' note says so).
+inline int copy_target_device() {
+  int count = 0;
+  BENCH_CUDA(cudaGetDeviceCount(&count));
+  return count >= 2 ? 1 : 0;
+}
+
+/// GPU 0's source and the target GPU's destination, peer access on, each kernel's shared-memory
+/// limit raised.
 struct copy_setup {
   static constexpr std::size_t max_size = 256 * bench::MiB;
   bench::device_buffer<uint4> local{0, max_size / 16};
-  bench::device_buffer<uint4> remote{1, max_size / 16};
+  bench::device_buffer<uint4> remote{copy_target_device(), max_size / 16};
   bench::device_buffer<unsigned> counter{0, 1};
   copy_setup() {
-    require_peer_access();
+    if (copy_target_device() != 0) require_peer_access();
     BENCH_CUDA(cudaSetDevice(0));
     BENCH_CUDA(cudaMemset(local.get(), 1, max_size));
     for (auto const& c : copy_configs) {
@@ -301,6 +311,10 @@ void copy_limits(bench::session& s) {
         where.unit = "GB/s";
         where.grid_barrier = true;
         where.note = c.variant == copy_variant::bulk ? "one thread per CTA drives the bulk-copy unit" : "";
+        if (copy_target_device() == 0) {
+          where.npes = 1;
+          where.note += std::string(where.note.empty() ? "" : "; ") + "one GPU: local -> local (smoke)";
+        }
         std::size_t const moved = size / 16 / ctas * 16 * ctas;
         s.point(where, [&] {
           auto run = [&](int iters) {

@@ -40,6 +40,18 @@ __device__ auto make_group() {
     return cg::this_thread_block();
 }
 
+/// The calling group, given staging in shared memory where the transport takes one (P2PCopy), for
+/// kernels whose CTA is one group (the latency cases): without it P2PCopy's put from global memory
+/// would be the group's own stores.
+template <class Transport, class G>
+__device__ auto with_cta_staging(G const& g) {
+  if constexpr (requires { typename Transport::staging; }) {
+    __shared__ typename Transport::staging stages;
+    return gpucomm::with_staging(g, stages);
+  } else {
+    return g;
+  }
+}
 #endif
 
 /// A single-process world of npes PEs, PE i on GPU i % (visible GPUs), with a heap big enough
@@ -90,5 +102,6 @@ template <class Transport>
 void barrier_latency(bench::session&);
 template <class Transport>
 void all_reduce(bench::session&);
+void p2pcopy_put_bw(bench::session&);  // P2PCopy alone (p2p_bw.cu)
 
 }  // namespace gpucomm_bench

@@ -1,4 +1,5 @@
-// bench_gpucomm: gpucomm's cases on comm<NVLinkStore>, one process over GPUs 0..npes-1.
+// bench_gpucomm: gpucomm's cases on comm<NVLinkStore> (and P2PCopy's: p2pcopy_put_bw,
+// p2pcopy_put_signal_pingpong), one process over GPUs 0..npes-1.
 //   bench_gpucomm --case put_bw --out rows.jsonl [--quick] [--npes N] [--budget-s S]
 // Point-to-point cases use PEs 0 and 1; barrier and all_reduce use --npes PEs.
 #include "common.cuh"
@@ -16,6 +17,8 @@ int main(int argc, char** argv) {
       {"put_signal_pingpong", gb::put_signal_pingpong<T>},
       {"barrier", gb::barrier_latency<T>},
       {"all_reduce", gb::all_reduce<T>},
+      {"p2pcopy_put_bw", gb::p2pcopy_put_bw},
+      {"p2pcopy_put_signal_pingpong", gb::put_signal_pingpong<gpucomm::P2PCopy>},
   };
   int count = 0;
   std::vector<int> devices;

@@ -18,7 +18,7 @@ template <class Transport, scope S>
 __global__ void __launch_bounds__(1024, 1)
     pingpong_kernel(gpucomm::comm<Transport> c, gpucomm::sym_ptr<std::byte> data, std::size_t n,
                     gpucomm::sym_ptr<gpucomm::signal_t> sig, int iters) {
-  auto const g = make_group<S>();
+  auto const g = with_cta_staging<Transport>(make_group<S>());
   int const peer = 1 - c.my_pe();
   for (int i = 1; i <= iters; ++i) {
     auto const v = static_cast<gpucomm::signal_t>(i);
@@ -100,7 +100,9 @@ void put_signal_pingpong(bench::session& s) {
     for (std::size_t const size : bench::geometric(8, max_size, o.quick ? 8 : 2)) {
       bench::plan const plan =
           bench::latency_plan(o, size >= 64 * bench::KiB ? 100 : 500, size >= 64 * bench::KiB ? 50 : 200);
-      bench::row where = base_row<Transport>("put_signal_pingpong", 2);
+      // P2PCopy's rows are a case of their own, so summaries of NVLinkStore's never mix them in.
+      bench::row where = base_row<Transport>(
+          requires { typename Transport::staging; } ? "p2pcopy_put_signal_pingpong" : "put_signal_pingpong", 2);
       where.variant = "set";
       where.scope = name(sc);
       where.ctas = 1;
@@ -243,6 +245,7 @@ void all_reduce(bench::session& s) {
 }
 
 template void put_signal_pingpong<gpucomm::NVLinkStore>(bench::session&);
+template void put_signal_pingpong<gpucomm::P2PCopy>(bench::session&);
 template void barrier_latency<gpucomm::NVLinkStore>(bench::session&);
 template void all_reduce<gpucomm::NVLinkStore>(bench::session&);
 

@@ -1,6 +1,6 @@
 #pragma once
 // Umbrella header: the core, teams, scratch, the transport contract, and every transport
-// (NVLinkStore, IBGDAPost, route<...>), device sides and host halves.
+// (NVLinkStore, P2PCopy, IBGDAPost, route<...>), device sides and host halves.
 
 #include "comm.cuh"
 #include "config.hpp"
@@ -14,6 +14,7 @@
 #include "team.hpp"
 #include "transport/ibgda_post.cuh"
 #include "transport/nvlink_store.cuh"
+#include "transport/p2p_copy.cuh"
 #include "transport/contract.cuh"
 #include "transport/route.cuh"
 #include "transport/transport.hpp"

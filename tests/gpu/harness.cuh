@@ -55,7 +55,9 @@ inline std::vector<int> single_process_devices() {
 // (gpucomm_gpu_tests_ibgda), 3 route<NVLinkStore, IBGDAPost> with a forced split: PEs in different
 // halves of the world are not allowed load/store, so they go through the NIC model
 // (gpucomm_gpu_tests_route), 4 MinimalStore, the test-only transport written against the contract
-// alone (gpucomm_gpu_tests_minimal, tests/gpu/minimal).
+// alone (gpucomm_gpu_tests_minimal, tests/gpu/minimal), 5 P2PCopy with small stages
+// (gpucomm_gpu_tests_p2p): 3 stages of 256 bytes, so that every group of the suite's blocks has
+// staging of its own and large copies cycle through the pipeline thousands of times.
 #ifndef GPUCOMM_TEST_TRANSPORT
 #define GPUCOMM_TEST_TRANSPORT 1
 #endif
@@ -67,13 +69,15 @@ using transport_under_test = gpucomm::IBGDAPost;
 using transport_under_test = gpucomm::route<gpucomm::NVLinkStore, gpucomm::IBGDAPost>;
 #elif GPUCOMM_TEST_TRANSPORT == 4
 using transport_under_test = gpucomm::test::MinimalStore;
+#elif GPUCOMM_TEST_TRANSPORT == 5
+using transport_under_test = gpucomm::BasicP2PCopy<256, 3>;
 #else
-#error "GPUCOMM_TEST_TRANSPORT must be 1, 2, 3 or 4"
+#error "GPUCOMM_TEST_TRANSPORT must be 1, 2, 3, 4 or 5"
 #endif
 /// Whether every peer is reached by load/store (remote() works for all of them).
-#define GPUCOMM_TEST_DIRECT (GPUCOMM_TEST_TRANSPORT == 1)
+#define GPUCOMM_TEST_DIRECT (GPUCOMM_TEST_TRANSPORT == 1 || GPUCOMM_TEST_TRANSPORT == 5)
 /// Whether the transport has float and double atomic add.
-#define GPUCOMM_TEST_FLOAT_ADD (GPUCOMM_TEST_TRANSPORT == 1)
+#define GPUCOMM_TEST_FLOAT_ADD (GPUCOMM_TEST_TRANSPORT == 1 || GPUCOMM_TEST_TRANSPORT == 5)
 /// Operations through the NIC model cost tens of microseconds each (the model is a host thread
 /// moving bytes with cudaMemcpy): loop-heavy tests divide their round counts by this.
 inline constexpr int model_slowdown = GPUCOMM_TEST_TRANSPORT == 2 || GPUCOMM_TEST_TRANSPORT == 3 ? 10 : 1;

@@ -87,6 +87,7 @@ struct mk_block {
   __device__ static auto make() { return cg::this_thread_block(); }
   __device__ static bool active() { return true; }
   __device__ static unsigned per_block() { return 1; }
+  static unsigned per_block(unsigned) { return 1; }
   __device__ static unsigned index() { return 0; }
 };
 
@@ -99,6 +100,7 @@ struct mk_tile {
   __device__ static auto make() { return cg::tiled_partition<N>(cg::this_thread_block()); }
   __device__ static bool active() { return true; }
   __device__ static unsigned per_block() { return blockDim.x / N; }
+  static unsigned per_block(unsigned block) { return block / N; }
   __device__ static unsigned index() { return threadIdx.x / N; }
 };
 
@@ -110,6 +112,7 @@ struct mk_coalesced_even {
   }
   __device__ static bool active() { return (threadIdx.x & 1u) == 0; }
   __device__ static unsigned per_block() { return blockDim.x / 32; }
+  static unsigned per_block(unsigned block) { return block / 32; }
   __device__ static unsigned index() { return threadIdx.x / 32; }
 };
 
@@ -119,6 +122,7 @@ struct mk_coalesced_full {
   __device__ static auto make() { return cg::binary_partition(cg::tiled_partition<32>(cg::this_thread_block()), true); }
   __device__ static bool active() { return true; }
   __device__ static unsigned per_block() { return blockDim.x / 32; }
+  static unsigned per_block(unsigned block) { return block / 32; }
   __device__ static unsigned index() { return threadIdx.x / 32; }
 };
 
@@ -130,6 +134,7 @@ struct mk_coalesced_mod3 {
   }
   __device__ static bool active() { return true; }
   __device__ static unsigned per_block() { return blockDim.x / 32 * 3; }
+  static unsigned per_block(unsigned block) { return block / 32 * 3; }
   __device__ static unsigned index() { return threadIdx.x / 32 * 3 + lane_id() % 3; }
 };
 
@@ -138,6 +143,7 @@ struct mk_single {
   __device__ static auto make() { return gpucomm::this_thread(); }
   __device__ static bool active() { return true; }
   __device__ static unsigned per_block() { return blockDim.x; }
+  static unsigned per_block(unsigned block) { return block; }
   __device__ static unsigned index() { return threadIdx.x; }
 };
 
@@ -146,6 +152,7 @@ struct mk_pair {
   __device__ static auto make() { return lane_pair{lane_id()}; }
   __device__ static bool active() { return true; }
   __device__ static unsigned per_block() { return blockDim.x / 2; }
+  static unsigned per_block(unsigned block) { return block / 2; }
   __device__ static unsigned index() { return threadIdx.x / 2; }
 };
 
@@ -155,6 +162,7 @@ struct mk_bar64 {
   __device__ static auto make() { return bar64_group{1 + threadIdx.x / 64, threadIdx.x % 64}; }
   __device__ static bool active() { return true; }
   __device__ static unsigned per_block() { return blockDim.x / 64; }
+  static unsigned per_block(unsigned block) { return block / 64; }
   __device__ static unsigned index() { return threadIdx.x / 64; }
 };
 
@@ -165,6 +173,50 @@ __device__ inline unsigned global_group() {
 template <class M>
 __device__ inline unsigned groups_in_grid() {
   return gridDim.x * M::per_block();
+}
+
+// ---- per-group staging (P2PCopy) -----------------------------------------------------------------
+// Where the transport under test takes per-group staging (P2PCopy's with_staging), the copy matrix
+// gives every group its own, in dynamic shared memory, so its bulk-copy paths run. The suite's
+// other kernels call with plain groups, which take P2PCopy's fallback (the group's own stores).
+
+template <class T>
+concept takes_staging = requires {
+  typename T::staging;
+};
+
+/// g, with its own staging where the transport under test takes one (M::index() picks the slot).
+template <class M, class G>
+__device__ auto with_test_staging(G const& g) {
+  if constexpr (takes_staging<transport_under_test>) {
+    using staging = typename transport_under_test::staging;
+    extern __shared__ __align__(128) unsigned char dynamic_smem[];
+    return gpucomm::with_staging(g, reinterpret_cast<staging*>(dynamic_smem)[M::index()]);
+  } else {
+    return g;
+  }
+}
+
+/// The dynamic shared memory a kernel using with_test_staging<M> needs per block of `block` threads.
+template <class M>
+std::size_t test_staging_bytes(unsigned block) {
+  if constexpr (takes_staging<transport_under_test>)
+    return M::per_block(block) * sizeof(typename transport_under_test::staging);
+  else
+    return 0;
+}
+
+/// Launch configuration for a kernel that uses with_test_staging<M>: the dynamic shared memory,
+/// with the kernel allowed to take more than the default 48 KiB.
+template <class M, class Kernel>
+std::size_t prepare_staging(Kernel kernel, unsigned block) {
+  std::size_t const bytes = test_staging_bytes<M>(block);
+  REQUIRE(bytes <= 200 * 1024);  // a test's group count too large for staging in one CTA
+  if (bytes > 48 * 1024) {
+    GPUCOMM_TEST_CUDA(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  }
+  return bytes;
 }
 
 /// Adds `count` to `*errors` when nonzero (one atomic per thread at most).
@@ -394,8 +446,9 @@ __device__ void after(copy_args const& a, G const& g, copy_job const& j) {
 
 template <class M, unsigned Elems, unsigned Ops>
 __global__ void __launch_bounds__(1024) copy_matrix_kernel(copy_args a) {
-  auto const g = M::make();
+  auto const made = M::make();  // collective over the warp for coalesced groups: before anyone leaves
   if (!M::active()) return;
+  auto const g = with_test_staging<M>(made);
   unsigned const gid = global_group<M>();
   unsigned const ngroups = groups_in_grid<M>();
   for (unsigned k = gid; k < static_cast<unsigned>(a.njobs); k += ngroups) {
@@ -614,10 +667,11 @@ void run_copy_matrix(matrix_opts o) {
     if (!mine[pe].empty()) upload(w, pe, jobs.ptr(pe), mine[pe]);
   }
   w.barrier();  // every PE initialised before any PE writes into or reads from a peer
+  std::size_t const smem = prepare_staging<M>(copy_matrix_kernel<M, Elems, Ops>, o.block);
   for_each_local_pe(w, [&](int pe) {
     copy_args a{w.comm<transport_under_test>(pe),  src.ptr(pe), dst.ptr(pe),         sigs.ptr(pe), jobs.ptr(pe).get(),
                 static_cast<int>(mine[pe].size()), o.salt,      errors.ptr(pe).get()};
-    copy_matrix_kernel<M, Elems, Ops><<<o.grid, o.block, 0, w.stream(pe)>>>(a);
+    copy_matrix_kernel<M, Elems, Ops><<<o.grid, o.block, smem, w.stream(pe)>>>(a);
   });
   finish(w);
   w.barrier();  // every PE's kernel has finished writing into every other PE

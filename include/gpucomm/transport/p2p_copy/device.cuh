@@ -1,0 +1,290 @@
+#pragma once
+// P2PCopy, device side: peers' memory mapped into this GPU's address space, as for NVLinkStore, but
+// the bytes of a put or get are moved by the GPU's asynchronous bulk-copy unit (PTX
+// cp.async.bulk, sm_90) that one thread of the calling group drives, instead of by the group's
+// own loads and stores. The host half is p2p_copy/host.hpp.
+//
+//   using P2PCopy = BasicP2PCopy<>;              // the measured default staging
+//   BasicP2PCopy<StageBytes, Stages>             // another staging shape
+//
+// Where the bytes come from decides the path, per call:
+//   put, src in the calling CTA's shared memory (detected at run time: PTX isspacep.shared): bulk stores
+//       straight from src to the peer, no staging. This is the fused-kernel case: compute a tile
+//       into shared memory, push it.
+//   put, src in global memory, group given staging (with_staging(g, stages), staging.cuh): the
+//       group's leader pipelines bulk loads into the stages and bulk stores out of them
+//       (detail/bulk_copy.cuh). The group's other threads only copy the unaligned head and tail.
+//   put, src in global memory, no staging: the group's own loads and stores, as NVLinkStore (the
+//       bulk-copy unit cannot copy global to global).
+//   get, dst in shared memory, group given staging: one bulk load from the peer straight into dst
+//       (the staging lends only its first mbarrier).
+//   get, dst in global memory, group given staging: the same pipeline, from the peer into dst.
+//   get, no staging: the group's own loads and stores.
+// Any size and alignment: the bulk-copy unit needs 16-byte aligned addresses and sizes, so bytes
+// before dst's first 16-byte boundary and after its last go through the group's stores; a copy
+// whose src and dst disagree modulo 16, or whose aligned body is under 512 bytes
+// (detail::bulk_min_bytes), goes through them entirely.
+//
+// How each operation meets comm.cuh's contract (in the PTX memory model):
+//   put             every thread of g runs fence.proxy.async.shared::cta (its earlier generic
+//                   accesses to shared memory are ordered before the unit's), then g syncs and the
+//                   leader issues. Blocking: the leader waits until the stores have read src
+//                   (cp.async.bulk.wait_group.read) or, staged, until every load has landed, then
+//                   g syncs: src may be reused. The writes at the peer complete later (quiet).
+//                   Threads outside g that wrote a shared-memory src must run
+//                   gpucomm::publish_for_bulk_copy() before the synchronisation that hands the
+//                   tile to g.
+//   put_nbi         as put without the final wait and sync. A shared-memory src must not be
+//                   changed, nor the CTA exit, before quiet; a staged put_nbi still returns only
+//                   when its stages are free again (the stages are the caller's scratch).
+//   get             the leader waits for the writes to dst (mbarrier for shared memory, where
+//                   every thread of g waits on it; bulk-group completion then fence.proxy.async
+//                   for global memory), then g syncs: every thread may read dst.
+//   get_nbi         as get (it completes before returning).
+//   quiet, fence    every thread of g waits for the bulk copies it issued itself (bulk groups are
+//                   per thread) and runs fence.proxy.async, ordering their writes before its later
+//                   generic operations; then NVLinkStore's quiet (sync, fence.acq_rel.sys by the
+//                   leader, sync). So quiet completes every bulk copy issued by any thread of g:
+//                   call it with a group that holds the threads that issued (a put's issuer is
+//                   its group's leader).
+//   put_signal,     the same per-thread completion, then NVLinkStore's signal: the leader's release
+//   signal          store or release fetch_add at system scope, cumulative over the bulk writes
+//                   the completion ordered before it. A waiter that acquires the signal sees them.
+//   barrier         the same per-thread completion, then NVLinkStore's barrier.
+//   atomics         NVLinkStore's: cuda::atomic_ref<T, thread_scope_system>, relaxed, on the
+//                   peer's word.
+//   wait_until      the contract's: acquire loads at system scope until the comparison holds.
+// Atomicity domain: NVLink/GPU atomics, the same as NVLinkStore's, so the two mix on one word
+// (route may carry a PE's atomics by either). They do not mix with NIC atomics.
+
+#include <cuda/ptx>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "../../comm.cuh"
+#include "../../detail/bulk_copy.cuh"
+#include "../../detail/copy.cuh"
+#include "../../group.cuh"
+#include "../../ops.hpp"
+#include "../../sym_ptr.hpp"
+#include "../../team.hpp"
+#include "../nvlink_store/device.cuh"
+#include "../nvlink_store/state.hpp"
+#include "../transport.hpp"
+#include "staging.cuh"
+
+namespace gpucomm {
+
+namespace detail {
+class nvlink_store_host;
+}
+
+#if defined(__CUDACC__)
+/// For threads outside the calling group that wrote a P2PCopy put's shared-memory source: orders
+/// those writes before the bulk-copy unit's reads (fence.proxy.async.shared::cta). Run it after
+/// writing and before the synchronisation (e.g. __syncthreads) that hands the data to the group.
+__device__ GPUCOMM_FORCEINLINE void publish_for_bulk_copy() { detail::fence_shared_for_bulk(); }
+#endif
+
+/// The bulk-copy transport; StageBytes and Stages shape `staging`, the shared memory a put from
+/// global memory is pipelined through (see staging.cuh). The defaults were measured on one H100
+/// (docs/p2p_copy.md).
+template <std::size_t StageBytes = 8192, unsigned Stages = 5>
+struct BasicP2PCopy {
+  static constexpr char const* name = "P2PCopy";
+  static constexpr capabilities caps{.put = true,
+                                     .get = true,
+                                     .put_signal = true,
+                                     .signal = true,
+                                     .atomics = true,
+                                     .float_add = true,
+                                     .fence = true,
+                                     .quiet = true,
+                                     .barrier = true,
+                                     .load_store = true};
+
+  using device_state = detail::nvlink_store_state;
+  using host_state = detail::nvlink_store_host;
+  /// What with_staging takes for this policy: declare one per calling group in shared memory.
+  using staging = p2p_staging<StageBytes, Stages>;
+
+#if defined(__CUDACC__)
+  // Each operation takes comm<Self> with Self deduced (always this policy): naming
+  // comm<BasicP2PCopy> in a member's signature would check the transport concept on the class
+  // while it is still incomplete.
+  template <class Self, class T>
+  __device__ static T* remote(comm<Self> const& c, sym_ptr<T> p, int pe) {
+    return NVLinkStore::remote(as_nvlink(c), p, pe);
+  }
+
+  template <class Self, group G, class T>
+  __device__ static void put(comm<Self> const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n, int pe,
+                             bool blocking) {
+    auto* const to = reinterpret_cast<unsigned char*>(remote(c, dst, pe));
+    auto const* const from = reinterpret_cast<unsigned char const*>(src);
+    std::size_t const bytes = n * sizeof(T);
+    check_call<G>();
+    if (detail::in_shared_memory(from)) {
+      push_from_shared(g, to, from, bytes, blocking);
+    } else if constexpr (detail::is_staged_group_v<G>) {
+      copy_staged(g, to, from, bytes, blocking);
+    } else {
+      detail::group_copy(g, to, from, bytes);
+      if (blocking) group_sync(g);
+    }
+  }
+
+  template <class Self, group G, class T>
+  __device__ static void get(comm<Self> const& c, G const& g, T* dst, sym_ptr<T const> src, std::size_t n, int pe,
+                             bool /*blocking: every path completes before it returns*/) {
+    auto* const to = reinterpret_cast<unsigned char*>(dst);
+    auto const* const from = reinterpret_cast<unsigned char const*>(remote(c, src, pe));
+    std::size_t const bytes = n * sizeof(T);
+    check_call<G>();
+    if constexpr (detail::is_staged_group_v<G>) {
+      if (detail::in_shared_memory(to))
+        pull_into_shared(g, to, from, bytes);
+      else
+        copy_staged(g, to, from, bytes, /*blocking=*/true);
+      if (is_leader(g)) detail::complete_own_bulk_copies();  // the stores into dst, for g's reads
+      group_sync(g);
+    } else {
+      detail::group_copy(g, to, from, bytes);
+      group_sync(g);
+    }
+  }
+
+  template <class Self, group G, class T>
+  __device__ static void put_signal(comm<Self> const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
+                                    sym_ptr<signal_t> sig, signal_t value, signal_op op, int pe, bool blocking) {
+    put(c, g, dst, src, n, pe, blocking);
+    signal(c, g, sig, value, op, pe);
+  }
+
+  template <class Self, group G>
+  __device__ static void signal(comm<Self> const& c, G const& g, sym_ptr<signal_t> sig, signal_t value, signal_op op,
+                                int pe) {
+    detail::complete_own_bulk_copies();
+    NVLinkStore::signal(as_nvlink(c), g, sig, value, op, pe);
+  }
+
+  template <atomic_op Op, class Self, class T>
+  __device__ static T atomic(comm<Self> const& c, sym_ptr<T> target, T value, T compare, int pe) {
+    return NVLinkStore::atomic<Op>(as_nvlink(c), target, value, compare, pe);
+  }
+
+  template <class Self, group G>
+  __device__ static void quiet(comm<Self> const& c, G const& g) {
+    detail::complete_own_bulk_copies();
+    NVLinkStore::quiet(as_nvlink(c), g);
+  }
+
+  template <class Self, group G>
+  __device__ static void fence(comm<Self> const& c, G const& g) {
+    quiet(c, g);
+  }
+
+  template <class Self, group G>
+  __device__ static void barrier(comm<Self> const& c, G const& g, team const& t) {
+    detail::complete_own_bulk_copies();
+    NVLinkStore::barrier(as_nvlink(c), g, t);
+  }
+
+ private:
+  /// The same PE seen through NVLinkStore, whose device state this transport shares.
+  template <class Self>
+  __device__ static comm<NVLinkStore> as_nvlink(comm<Self> const& c) {
+    return comm<NVLinkStore>(c.my_pe(), c.npes(), c.team_states(), c.state());
+  }
+
+  /// A staged group's stages are this policy's `staging`; and the bulk-copy unit exists (sm_90).
+  template <class G>
+  __device__ static void check_call() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    static_assert(sizeof(G) == 0, "gpucomm: P2PCopy needs sm_90 or newer (the bulk-copy unit, cp.async.bulk)");
+#endif
+    if constexpr (detail::is_staged_group_v<G>) {
+      static_assert(std::is_same_v<typename G::staging_type, staging>,
+                    "gpucomm: P2PCopy takes its own staging type: with_staging(g, s) with s a "
+                    "BasicP2PCopy<StageBytes, Stages>::staging of the comm's policy");
+    }
+  }
+
+  /// Every thread's earlier shared-memory accesses ordered before the bulk-copy unit's (a put's
+  /// source written, a get's destination read), then the group's sync hands them to the leader.
+  template <group G>
+  __device__ static void hand_shared_to_unit(G const& g) {
+    detail::fence_shared_for_bulk();
+    group_sync(g);
+  }
+
+  /// The unaligned head and tail of a split copy, by the group's stores.
+  template <group G>
+  __device__ static void copy_edges(G const& g, unsigned char* to, unsigned char const* from, std::size_t bytes,
+                                    detail::bulk_split const& s) {
+    detail::group_copy(g, to, from, s.head);
+    detail::group_copy(g, to + s.tail_at(), from + s.tail_at(), bytes - s.tail_at());
+  }
+
+  template <group G>
+  __device__ static void push_from_shared(G const& g, unsigned char* to, unsigned char const* from, std::size_t bytes,
+                                          bool blocking) {
+    auto const s =
+        detail::split_for_bulk(reinterpret_cast<std::uintptr_t>(to), reinterpret_cast<std::uintptr_t>(from), bytes);
+    if (s.body == 0) {
+      detail::group_copy(g, to, from, bytes);
+    } else {
+      hand_shared_to_unit(g);
+      if (is_leader(g)) detail::bulk_store(to + s.head, from + s.head, s.body);
+      copy_edges(g, to, from, bytes, s);
+      if (blocking && is_leader(g)) cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+    }
+    if (blocking) group_sync(g);
+  }
+
+  template <group G>
+  __device__ static void copy_staged(G const& g, unsigned char* to, unsigned char const* from, std::size_t bytes,
+                                     bool blocking) {
+    auto const s =
+        detail::split_for_bulk(reinterpret_cast<std::uintptr_t>(to), reinterpret_cast<std::uintptr_t>(from), bytes);
+    if (s.body == 0) {
+      detail::group_copy(g, to, from, bytes);
+    } else {
+      copy_edges(g, to, from, bytes, s);
+      staging& st = g.staging();
+      if (is_leader(g)) detail::bulk_copy_staged(to + s.head, from + s.head, s.body, st.stage, st.full);
+    }
+    if (blocking) group_sync(g);
+  }
+
+  template <group G>
+  __device__ static void pull_into_shared(G const& g, unsigned char* to, unsigned char const* from, std::size_t bytes) {
+    auto const s =
+        detail::split_for_bulk(reinterpret_cast<std::uintptr_t>(to), reinterpret_cast<std::uintptr_t>(from), bytes);
+    if (s.body == 0) {
+      detail::group_copy(g, to, from, bytes);
+      return;
+    }
+    std::uint64_t* const bar = &g.staging().full[0];
+    hand_shared_to_unit(g);
+    if (is_leader(g)) {
+      detail::init_mbarriers(bar, 1);
+      detail::bulk_load(to + s.head, from + s.head, s.body, bar);
+    }
+    copy_edges(g, to, from, bytes, s);
+    // Every thread waits on the mbarrier itself: its completion is what makes the unit's writes
+    // visible to a waiting thread. The sync then keeps the leader from invalidating it early.
+    group_sync(g);
+    detail::wait_mbarrier(bar, 0);
+    group_sync(g);
+    if (is_leader(g)) detail::inval_mbarriers(bar, 1);
+  }
+#endif  // __CUDACC__
+};
+
+/// The bulk-copy transport with the default staging (see BasicP2PCopy).
+using P2PCopy = BasicP2PCopy<>;
+
+}  // namespace gpucomm

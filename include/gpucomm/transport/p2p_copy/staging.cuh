@@ -1,0 +1,89 @@
+#pragma once
+// P2PCopy's per-group scratch: the shared-memory stages through which a put from global memory
+// (or a get into global memory) is pipelined, and the group wrapper that hands them to the
+// transport.
+//
+//   __global__ void k(gpucomm::comm<gpucomm::P2PCopy> c, gpucomm::sym_ptr<float> dst, float const* src,
+//                     std::size_t n, int pe) {
+//     __shared__ gpucomm::P2PCopy::staging stages;  // one per calling group, in shared memory
+//     auto const block = cooperative_groups::this_thread_block();
+//     c.put(gpucomm::with_staging(block, stages), dst, src, n, pe);
+//   }
+//
+// A staged group is a group like any other (every transport accepts it and ignores the stages),
+// so generic code can pass one everywhere. Its threads are g's; it has shfl where g has one.
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "../../config.hpp"
+#include "../../detail/bulk_copy.cuh"
+#include "../../group.cuh"
+#include "../../scratch.hpp"
+
+namespace gpucomm {
+
+/// `Stages` shared-memory stages of `StageBytes` bytes each, and an mbarrier per stage. Trivial,
+/// meant to be a __shared__ variable (the bulk-copy unit reads and writes shared memory only); its
+/// contents mean nothing between calls.
+template <std::size_t StageBytes, unsigned Stages>
+struct p2p_staging {
+  static_assert(StageBytes >= 16 && StageBytes % 16 == 0 && StageBytes <= detail::max_stage_bytes,
+                "gpucomm::p2p_staging: a stage is a multiple of 16 bytes (the bulk-copy unit's granule)");
+  static_assert(Stages >= 2 && Stages <= 16,
+                "gpucomm::p2p_staging: 2 to 16 stages (the pipeline fills one while another drains)");
+  static constexpr std::size_t stage_bytes = StageBytes;
+  static constexpr unsigned stages = Stages;
+  static constexpr std::size_t alignment = 128;
+  static constexpr std::size_t size = StageBytes * Stages + sizeof(std::uint64_t) * Stages;
+
+  alignas(alignment) unsigned char stage[Stages][StageBytes];
+  std::uint64_t full[Stages];  ///< the stages' mbarriers: a stage's bulk load has landed
+};
+
+/// Group g with P2PCopy staging. Every thread of g passes the same storage, and no other group uses
+/// it while g's call runs.
+template <group G, class Staging>
+class staged_group {
+ public:
+  using staging_type = Staging;
+  GPUCOMM_HD staged_group(G const& g, Staging& storage) : g_(g), storage_(&storage) {}
+
+  static constexpr unsigned static_size = group_static_size_v<G>;
+  GPUCOMM_EXEC_CHECK_DISABLE
+  GPUCOMM_HD unsigned long long num_threads() const { return group_size(g_); }
+  GPUCOMM_EXEC_CHECK_DISABLE
+  GPUCOMM_HD unsigned long long thread_rank() const { return group_rank(g_); }
+  GPUCOMM_EXEC_CHECK_DISABLE
+  GPUCOMM_HD void sync() const { group_sync(g_); }
+  GPUCOMM_EXEC_CHECK_DISABLE
+  template <class T>
+  requires shuffling_group<G> GPUCOMM_HD T shfl(T value, unsigned src_rank)
+  const { return g_.shfl(value, src_rank); }
+
+  /// The group it wraps.
+  GPUCOMM_HD G const& base() const { return g_; }
+  /// The stages.
+  GPUCOMM_HD Staging& staging() const { return *storage_; }
+
+ private:
+  G g_;
+  Staging* storage_;
+};
+
+/// g with `storage` as its P2PCopy staging (a p2p_staging, e.g. `P2PCopy::staging`).
+template <group G, std::size_t StageBytes, unsigned Stages>
+GPUCOMM_HD staged_group<G, p2p_staging<StageBytes, Stages>> with_staging(G const& g,
+                                                                         p2p_staging<StageBytes, Stages>& storage) {
+  return {g, storage};
+}
+
+namespace detail {
+template <class G>
+inline constexpr bool is_staged_group_v = false;
+template <class G, class S>
+inline constexpr bool is_staged_group_v<staged_group<G, S>> = true;
+}  // namespace detail
+
+}  // namespace gpucomm
