@@ -26,14 +26,13 @@
 // (detail::bulk_min_bytes), goes through them entirely.
 //
 // How each operation meets comm.cuh's contract (in the PTX memory model):
-//   put             every thread of g runs fence.proxy.async.shared::cta (its earlier generic
-//                   accesses to shared memory are ordered before the unit's), then g syncs and the
-//                   leader issues. Blocking: the leader waits until the stores have read src
-//                   (cp.async.bulk.wait_group.read) or, staged, until every load has landed, then
-//                   g syncs: src may be reused. The writes at the peer complete later (quiet).
-//                   Threads outside g that wrote a shared-memory src must run
-//                   gpucomm::publish_for_bulk_copy() before the synchronisation that hands the
-//                   tile to g.
+//   put             every thread of g runs fence.proxy.async (its earlier generic accesses to
+//                   src are ordered before the unit's), then g syncs and the leader issues: what
+//                   any thread of g wrote to src before the call is what is sent, on every path. Blocking: the leader
+//                   waits until the stores have read src (cp.async.bulk.wait_group.read) or, staged, until every load
+//                   has landed, then g syncs: src may be reused. The writes at the peer complete later (quiet). Threads
+//                   outside g that wrote a shared-memory src must run gpucomm::publish_for_bulk_copy() before the
+//                   synchronisation that hands the tile to g.
 //   put_nbi         as put without the final wait and sync. A shared-memory src must not be
 //                   changed, nor the CTA exit, before quiet; a staged put_nbi still returns only
 //                   when its stages are free again (the stages are the caller's scratch).
@@ -233,10 +232,12 @@ struct BasicP2PCopy {
                                           bool blocking) {
     auto const s =
         detail::split_for_bulk(reinterpret_cast<std::uintptr_t>(to), reinterpret_cast<std::uintptr_t>(from), bytes);
+    // Whatever the path, the copy reads src after g's sync: a tile g's threads wrote just before
+    // the call is sent as written.
+    hand_shared_to_unit(g);
     if (s.body == 0) {
       detail::group_copy(g, to, from, bytes);
     } else {
-      hand_shared_to_unit(g);
       if (is_leader(g)) detail::bulk_store(to + s.head, from + s.head, s.body);
       copy_edges(g, to, from, bytes, s);
       if (blocking && is_leader(g)) cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
@@ -249,6 +250,10 @@ struct BasicP2PCopy {
                                      bool blocking) {
     auto const s =
         detail::split_for_bulk(reinterpret_cast<std::uintptr_t>(to), reinterpret_cast<std::uintptr_t>(from), bytes);
+    // The bulk loads (async proxy) read what g's threads may just have written to src (generic
+    // proxy): every thread's fence.proxy.async, then g's sync, orders those writes before them.
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
+    group_sync(g);
     if (s.body == 0) {
       detail::group_copy(g, to, from, bytes);
     } else {
