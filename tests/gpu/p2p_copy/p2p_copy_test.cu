@@ -224,7 +224,8 @@ TEST_CASE("P2PCopy: every misalignment and edge size, warps and single threads w
 TEST_CASE("P2PCopy: 64 MiB puts and gets through the default staging", "[gpu][p2p][put][get]") {
   std::uint64_t salt = 7600;
   for (int op = 0; op < a_op_count; ++op)
-    run_align<mk_block, gpucomm::P2PCopy>(64 * MiB + 5, op, false, 1024, salt++, 3);
+    run_align<mk_block, gpucomm::P2PCopy>(64 * MiB + 5, op, false, 1024, salt++,
+                                          1);  // one job per PE: npes x 64 MiB fits the 1 GiB test heap
 }
 
 TEST_CASE("sanitize: P2PCopy alignment matrix, a few sizes", "[gpu][p2p][put][get][sanitize]") {
