@@ -186,10 +186,12 @@ concept takes_staging = requires {
 };
 
 /// g, with its own staging where the transport under test takes one (M::index() picks the slot).
-template <class M, class G>
+/// (T is a parameter only so that the discarded branch is not checked for transports without
+/// staging.)
+template <class M, class G, class T = transport_under_test>
 __device__ auto with_test_staging(G const& g) {
-  if constexpr (takes_staging<transport_under_test>) {
-    using staging = typename transport_under_test::staging;
+  if constexpr (takes_staging<T>) {
+    using staging = typename T::staging;
     extern __shared__ __align__(128) unsigned char dynamic_smem[];
     return gpucomm::with_staging(g, reinterpret_cast<staging*>(dynamic_smem)[M::index()]);
   } else {
@@ -198,12 +200,21 @@ __device__ auto with_test_staging(G const& g) {
 }
 
 /// The dynamic shared memory a kernel using with_test_staging<M> needs per block of `block` threads.
-template <class M>
+template <class M, class T = transport_under_test>
 std::size_t test_staging_bytes(unsigned block) {
-  if constexpr (takes_staging<transport_under_test>)
-    return M::per_block(block) * sizeof(typename transport_under_test::staging);
+  if constexpr (takes_staging<T>)
+    return M::per_block(block) * sizeof(typename T::staging);
   else
     return 0;
+}
+
+/// Lets `kernel` take `bytes` of dynamic shared memory, above the default 48 KiB where needed.
+template <class Kernel>
+void allow_dynamic_smem(Kernel kernel, std::size_t bytes) {
+  if (bytes > 48 * 1024) {
+    GPUCOMM_TEST_CUDA(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  }
 }
 
 /// Launch configuration for a kernel that uses with_test_staging<M>: the dynamic shared memory,
@@ -212,10 +223,7 @@ template <class M, class Kernel>
 std::size_t prepare_staging(Kernel kernel, unsigned block) {
   std::size_t const bytes = test_staging_bytes<M>(block);
   REQUIRE(bytes <= 200 * 1024);  // a test's group count too large for staging in one CTA
-  if (bytes > 48 * 1024) {
-    GPUCOMM_TEST_CUDA(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  }
+  allow_dynamic_smem(kernel, bytes);
   return bytes;
 }
 
