@@ -135,13 +135,7 @@ void p2p_points(bench::session& s, gpucomm::world& w, gpucomm::sym_array<std::by
         auto value = [&](std::vector<double> const& ms, int iters) {
           return bench::gbps(static_cast<double>(moved), ms[0], iters);
         };
-        auto const m = bench::measure(plan, s.coll(), run, value);
-        bench::row r = where;
-        r.value = m.value.median;
-        r.min = m.value.min;
-        r.max = m.value.max;
-        r.iterations = m.iters;
-        r.repetitions = m.reps;
+        bench::row r = bench::finish(where, bench::measure(plan, s.coll(), run, value));
         r.note = "message " + std::to_string(chunk) + " B per " + name(S) + "; " + std::to_string(shape::threads) +
                  " threads per CTA; " +
                  (Shared ? "source: a " + std::to_string(shape::tile) + " B shared-memory tile per group"

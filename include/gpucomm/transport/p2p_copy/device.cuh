@@ -93,16 +93,8 @@ __device__ GPUCOMM_FORCEINLINE void publish_for_bulk_copy() { detail::fence_shar
 template <std::size_t StageBytes = 8192, unsigned Stages = 5>
 struct BasicP2PCopy {
   static constexpr char const* name = "P2PCopy";
-  static constexpr capabilities caps{.put = true,
-                                     .get = true,
-                                     .put_signal = true,
-                                     .signal = true,
-                                     .atomics = true,
-                                     .float_add = true,
-                                     .fence = true,
-                                     .quiet = true,
-                                     .barrier = true,
-                                     .load_store = true};
+  /// NVLinkStore's: the same operations over the same mappings, only the bytes move differently.
+  static constexpr capabilities caps = NVLinkStore::caps;
 
   using device_state = detail::nvlink_store_state;
   using host_state = detail::nvlink_store_host;

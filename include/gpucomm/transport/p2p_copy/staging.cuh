@@ -41,6 +41,7 @@ struct p2p_staging {
   alignas(alignment) unsigned char stage[Stages][StageBytes];
   std::uint64_t full[Stages];  ///< the stages' mbarriers: a stage's bulk load has landed
 };
+static_assert(scratch_storage<p2p_staging<256, 2>>, "p2p_staging is per-group scratch like any other");
 
 /// Group g with P2PCopy staging. Every thread of g passes the same storage, and no other group uses
 /// it while g's call runs.
