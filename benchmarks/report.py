@@ -690,6 +690,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=0)
     ap.add_argument("--ncu", default="", help="ncu --csv --page raw of bench_cuda's copy_profile")
     ap.add_argument("--ncu-launches", default="", help="the launch rows copy_profile wrote (names the kernels)")
+    ap.add_argument("--note", default="", help="a caveat for the whole run (e.g. PEs sharing a GPU)")
     ap.add_argument("--out", required=True, help="path without extension")
     a = ap.parse_args()
 
@@ -712,6 +713,7 @@ def main():
     }
     doc = {
         "command": a.command,
+        "note": a.note,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "mode": "quick" if a.quick else "full",
         "seconds": a.seconds,
@@ -729,12 +731,15 @@ def main():
     with open(a.out + ".json", "w") as f:
         json.dump(doc, f, indent=1)
 
-    md = [f"# gpucomm benchmarks: {machine_desc['gpu_name']} x {a.gpus}", ""]
+    md = [f"# gpucomm benchmarks: {machine_desc['gpu_name']} x {a.gpus}" + (" (smoke)" if a.note else ""), ""]
+    if a.note:
+        md.append(f"- **{a.note}**")
     md.append(f"- command: `{a.command}` ({doc['mode']} sweep, {a.seconds:.0f} s)")
     md.append(f"- date (UTC): {doc['date']}")
     md.append(f"- GPUs: {a.gpus} x {machine_desc['gpu_name']}, driver {machine_desc['driver_version'] or 'n/a'}, "
               f"CUDA runtime {machine_desc['cuda_runtime_version']}")
-    md.append("- NVLink multicast off (NCCL_NVLS_ENABLE=0, NVSHMEM_DISABLE_NVLS=1); gpucomm: comm<NVLinkStore>")
+    md.append("- NVLink multicast off (NCCL_NVLS_ENABLE=0, NVSHMEM_DISABLE_NVLS=1); gpucomm: comm<NVLinkStore>, "
+              "except the p2pcopy_* cases (comm<P2PCopy>)")
     md.append(f"- semantics: {doc['semantics']}")
     md.append("")
     md.append("## Headline figures and targets")

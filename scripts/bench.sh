@@ -2,7 +2,11 @@
 # Run gpucomm's benchmark suite on this machine's GPUs, with the raw CUDA references, every peer
 # library found (NVSHMEM, NCCL) and the verbs_gpu posting benchmark (GPU 0, software NIC model),
 # in one go:
-#   scripts/bench.sh [--quick] [--gpus N] [--budget-s S] [--skip-build] [--no-profile]
+#   scripts/bench.sh [--quick] [--gpus N] [--budget-s S] [--skip-build] [--no-profile] [--smoke]
+# --smoke: for a one-GPU machine. Only the point-to-point bandwidth and ping-pong cases of
+# NVLinkStore and P2PCopy, with two PEs sharing GPU 0, and the raw copy references local -> local;
+# no peers (they need a GPU per PE). The figures are smoke: the stem ends in -smoke and the
+# markdown says so. Used to tune copy pipelines, never quoted as link figures.
 # Writes benchmarks/results/<date>-<gpu>-<n>gpu.{json,md} (+ -plots/*.png when matplotlib is there),
 # and copies them to $OUT when it is set. Every case runs in its own process under a timeout, so a
 # case that fails or hangs costs only its own rows; the results file is written whatever happens.
@@ -19,6 +23,7 @@ gpus=""
 budget=""
 skip_build=0
 profile=1
+smoke=0
 command_line="scripts/bench.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -27,7 +32,8 @@ while [ $# -gt 0 ]; do
     --budget-s) budget=$2; shift ;;
     --skip-build) skip_build=1 ;;
     --no-profile) profile=0 ;;
-    -h|--help) sed -n 2,11p "$0"; exit 0 ;;
+    --smoke) smoke=1 ;;
+    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -52,7 +58,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then visible=$(nvidia-smi -L 2>/dev/nu
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
 [ -z "$gpu_name" ] && gpu_name=unknown-gpu
 stamp=$(date -u +%Y-%m-%d)
-stem="${stamp}-${gpu_name}-${gpus}gpu$([ $quick = 1 ] && echo -quick)"
+stem="${stamp}-${gpu_name}-${gpus}gpu$([ $quick = 1 ] && echo -quick)$([ $smoke = 1 ] && echo -smoke)"
 results=benchmarks/results
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpucomm-bench.XXXXXX")
 rows=$work/rows.jsonl
@@ -80,7 +86,9 @@ if [ $skip_build = 0 ]; then
     grep 'gpucomm benchmarks:' "$work/configure.log"
     # Each target on its own, so one that does not build leaves the others. Peer targets exist only
     # when the peer was found (the configure lines above say which).
-    for t in bench_gpucomm bench_cuda bench_nvshmem bench_nccl bench_verbs_posting bench_ibgda_model; do
+    targets=(bench_gpucomm bench_cuda bench_nvshmem bench_nccl bench_verbs_posting bench_ibgda_model)
+    [ $smoke = 1 ] && targets=(bench_gpucomm bench_cuda)
+    for t in "${targets[@]}"; do
       if cmake --build "$build" --target "$t" -j "$(nproc)" >>"$work/build.log" 2>&1; then
         echo "built $t"
       else
@@ -161,13 +169,13 @@ run_verbs() {
       || echo "   report.py verbs-rows failed"
   fi
 }
-if [ "$gpus" -ge 1 ] && have verbs_gpu/bench_verbs_posting; then
+if [ $smoke = 0 ] && [ "$gpus" -ge 1 ] && have verbs_gpu/bench_verbs_posting; then
   run_verbs "$([ $quick = 1 ] && echo 45 || echo 60)"
 fi
 
 # IBGDAPost through the software NIC model (GPUs 0 and 1): device-side cost per operation, and
 # round trips through the model. Model figures; it writes the harness's rows itself.
-if [ "$gpus" -ge 1 ] && have ibgda/bench_ibgda_model; then
+if [ $smoke = 0 ] && [ "$gpus" -ge 1 ] && have ibgda/bench_ibgda_model; then
   left=$(remaining)
   if [ "$left" -lt 15 ]; then
     record ibgda_model gpucomm 2 -1 0 "not run: time budget spent"
@@ -186,8 +194,22 @@ if [ "$gpus" -ge 1 ] && have ibgda/bench_ibgda_model; then
   fi
 fi
 
-if [ "$gpus" -lt 2 ]; then
-  echo "fewer than 2 GPUs ($gpus): nothing to measure"
+smoke_note=""
+if [ $smoke = 1 ]; then
+  # Two PEs on GPU 0 (the gpucomm benchmarks place PE 1 on GPU 0 too); copy_limits writes local ->
+  # local. NVLinkStore's put_bw at block scope is the baseline P2PCopy is read against; the CTA
+  # counts are those of P2PCopy's targets (1, 4, 8).
+  smoke_note="smoke: 2 PEs share GPU 0 (copy_limits: local -> local); not link figures, not comparable with one PE per GPU"
+  if [ $quick = 1 ]; then bw_limit=90; lat_limit=45; else bw_limit=150; lat_limit=60; fi
+  ctas=(--only ctas=1,4,8)
+  have bench_cuda && run_case cuda copy_limits 2 "$lat_limit" "$build/benchmarks/bench_cuda" "${ctas[@]}"
+  for c in put_signal_pingpong p2pcopy_put_signal_pingpong; do
+    have bench_gpucomm && run_case gpucomm "$c" 2 "$lat_limit" "$build/benchmarks/bench_gpucomm"
+  done
+  have bench_gpucomm && run_case gpucomm put_bw 2 "$bw_limit" "$build/benchmarks/bench_gpucomm" --only scope=block "${ctas[@]}"
+  have bench_gpucomm && run_case gpucomm p2pcopy_put_bw 2 "$bw_limit" "$build/benchmarks/bench_gpucomm" "${ctas[@]}"
+elif [ "$gpus" -lt 2 ]; then
+  echo "fewer than 2 GPUs ($gpus): nothing to measure (--smoke runs the copy cases with PEs sharing one GPU)"
   record all none "$gpus" -1 0 "fewer than 2 GPUs"
 else
   pe_counts=(2); [ "$gpus" -ge 4 ] && pe_counts+=(4)
@@ -248,7 +270,7 @@ fi
 if [ -n "$python" ]; then
   "$python" benchmarks/report.py --rows "$rows" --status "$status" --machine "$machine" --topo "$work/topo.txt" \
     --driver "$work/driver.txt" --command "$command_line" --gpus "$gpus" --quick "$quick" \
-    --seconds "$(elapsed)" --ncu "$work/ncu.csv" --ncu-launches "$work/ncu-launches.jsonl" --out "$results/$stem" || echo "report.py failed"
+    --seconds "$(elapsed)" --note "$smoke_note" --ncu "$work/ncu.csv" --ncu-launches "$work/ncu-launches.jsonl" --out "$results/$stem" || echo "report.py failed"
   if "$python" -c 'import matplotlib' 2>/dev/null; then
     "$python" benchmarks/plot.py "$results/$stem.json" --out "$results/$stem-plots" || echo "plot.py failed"
   else
