@@ -27,12 +27,17 @@ inline void require_peer_access() {
   }
 }
 
-/// One non-blocking stream on each of GPUs 0 and 1, destroyed at the end.
+/// One non-blocking stream on each of GPUs 0 and 1 (both on GPU 0 of a one-GPU machine, where
+/// copy_limits writes local -> local), destroyed at the end.
 struct stream_pair {
   cudaStream_t s[2]{};
+  int device[2]{0, 1};
   stream_pair() {
+    int count = 0;
+    BENCH_CUDA(cudaGetDeviceCount(&count));
+    if (count < 2) device[1] = 0;
     for (int d = 0; d < 2; ++d) {
-      BENCH_CUDA(cudaSetDevice(d));
+      BENCH_CUDA(cudaSetDevice(device[d]));
       BENCH_CUDA(cudaStreamCreateWithFlags(&s[d], cudaStreamNonBlocking));
     }
   }
@@ -40,7 +45,7 @@ struct stream_pair {
   stream_pair& operator=(stream_pair const&) = delete;
   ~stream_pair() {
     for (int d = 0; d < 2; ++d) {
-      cudaSetDevice(d);
+      cudaSetDevice(device[d]);
       cudaStreamDestroy(s[d]);
     }
   }

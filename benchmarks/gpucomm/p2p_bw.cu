@@ -8,8 +8,8 @@
 //           the tile holds: this measures the transfer, not the data).
 // Scopes differ in CTA shape, since every group needs its own shared memory:
 //   block   1024 threads per CTA, one group: one issuing thread per CTA. Staging: P2PCopy's
-//           default, and other shapes of at most 48 KiB (variants "global <stages>x<KiB>"); tile
-//           64 KiB.
+//           default, and other shapes of at most 48 KiB (variants "global <stages>x<KiB>/<stores
+//           in flight>"); tile 64 KiB.
 //   warp    256 threads per CTA, 8 warps, each with BasicP2PCopy<4096, 4> staging; tile 16 KiB.
 //   thread  32 threads per CTA, each with BasicP2PCopy<1024, 2> staging; tile 2 KiB.
 // The row's note gives the shape. With both PEs on one GPU the figures are smoke.
@@ -108,7 +108,8 @@ void p2p_points(bench::session& s, gpucomm::world& w, gpucomm::sym_array<std::by
       where.variant = Shared                   ? std::string("shared")
                       : std::is_void_v<Policy> ? std::string("global")
                                                : "global " + std::to_string(policy::staging::stages) + "x" +
-                                                     std::to_string(policy::staging::stage_bytes / bench::KiB) + "KiB";
+                                                     std::to_string(policy::staging::stage_bytes / bench::KiB) + "KiB/" +
+                                                     std::to_string(policy::staging::stores_in_flight);
       where.scope = name(S);
       where.ctas = ctas;
       where.threads = shape::threads;
@@ -140,7 +141,8 @@ void p2p_points(bench::session& s, gpucomm::world& w, gpucomm::sym_array<std::by
                  " threads per CTA; " +
                  (Shared ? "source: a " + std::to_string(shape::tile) + " B shared-memory tile per group"
                          : "staging " + std::to_string(policy::staging::stages) + " x " +
-                               std::to_string(policy::staging::stage_bytes) + " B per group");
+                               std::to_string(policy::staging::stage_bytes) + " B per group, " +
+                               std::to_string(policy::staging::stores_in_flight) + " stores in flight");
         return r;
       });
     }
@@ -161,12 +163,19 @@ void p2pcopy_put_bw(bench::session& s) {
   w.barrier();
   p2p_points<scope::block, false>(s, w, buf, counter, timer);
   p2p_points<scope::block, true>(s, w, buf, counter, timer);
-  // Other staging shapes of at most 48 KiB (what a static __shared__ variable may hold), to choose
-  // the default against.
-  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<4096, 8>>(s, w, buf, counter, timer);
-  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<16384, 2>>(s, w, buf, counter, timer);
-  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<8192, 4>>(s, w, buf, counter, timer);
-  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<2048, 16>>(s, w, buf, counter, timer);
+  // Other staging shapes and counts of stores in flight, to choose the default against: those of
+  // at most 48 KiB (what a static __shared__ variable may hold), and two of 128 KiB.
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<8192, 5, 1>>(s, w, buf, counter, timer);
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<8192, 5, 2>>(s, w, buf, counter, timer);
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<8192, 6, 1>>(s, w, buf, counter, timer);
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<8192, 6, 3>>(s, w, buf, counter, timer);
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<12288, 4, 1>>(s, w, buf, counter, timer);
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<16384, 3, 1>>(s, w, buf, counter, timer);
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<4096, 8, 1>>(s, w, buf, counter, timer);
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<4096, 8, 4>>(s, w, buf, counter, timer);
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<2048, 16, 1>>(s, w, buf, counter, timer);
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<16384, 8, 1>>(s, w, buf, counter, timer);
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<8192, 16, 1>>(s, w, buf, counter, timer);
   p2p_points<scope::warp, false>(s, w, buf, counter, timer);
   p2p_points<scope::warp, true>(s, w, buf, counter, timer);
   p2p_points<scope::thread, false>(s, w, buf, counter, timer);

@@ -137,18 +137,23 @@ __device__ GPUCOMM_FORCEINLINE void inval_mbarriers(std::uint64_t* bars, unsigne
 /// Copies `bytes` (a multiple of 16) from global `src` to global `dst` (either may be a peer's
 /// mapping) through `Stages` shared-memory stages of `StageBytes` each, by the calling thread
 /// alone:
-///   - bulk loads fill the stages, each completing on its stage's mbarrier, up to Stages ahead;
-///   - as stage k%Stages fills, a bulk store empties it into dst (one bulk group per store);
-///   - the stage of store k-1 is refilled (load k-1+Stages) once that store has read it
-///     (wait_group.read 1 leaves store k in flight), so Stages-1 loads and the stores overlap.
+///   - bulk loads fill every stage first, each completing on its stage's mbarrier;
+///   - as chunk k's stage fills, a bulk store empties it into dst (one bulk group per store);
+///   - chunk k's stage is refilled with chunk k+Stages once store k has read it: after issuing
+///     store k+StoresInFlight, the thread waits until at most StoresInFlight stores are still
+///     reading (wait_group.read), so that many stores and Stages-StoresInFlight loads overlap.
+///     A store reads its stage about as slowly as it writes the peer, so one store in flight
+///     serialises the copy on the stores' latency (measured: docs/p2p_copy.md).
 /// Returns when every load has completed (src may be reused) and every store has read its stage
 /// (the staging may be reused); the stores' writes may still be in flight, and complete with
 /// complete_own_bulk_copies().
-template <std::size_t StageBytes, unsigned Stages>
+template <std::size_t StageBytes, unsigned Stages, unsigned StoresInFlight>
 __device__ void bulk_copy_staged(unsigned char* dst, unsigned char const* src, std::size_t bytes,
                                  unsigned char (&stage)[Stages][StageBytes], std::uint64_t (&full)[Stages]) {
   static_assert(StageBytes % bulk_granule == 0 && StageBytes <= max_stage_bytes);
-  static_assert(Stages >= 2, "the pipeline refills a stage while the next one drains");
+  static_assert(Stages >= 2, "the pipeline refills a stage while another one drains");
+  static_assert(StoresInFlight >= 1 && StoresInFlight < Stages,
+                "at least one store in flight, and at least one stage left to load into");
   std::size_t const chunks = (bytes + StageBytes - 1) / StageBytes;
   auto const length = [&](std::size_t k) {
     std::size_t const left = bytes - k * StageBytes;
@@ -166,10 +171,14 @@ __device__ void bulk_copy_staged(unsigned char* dst, unsigned char const* src, s
     cuda::ptx::cp_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, dst + k * StageBytes, stage[s],
                              static_cast<std::uint32_t>(length(k)));
     cuda::ptx::cp_async_bulk_commit_group();
-    std::size_t const refill = k - 1 + Stages;
-    if (k >= 1 && refill < chunks) {
-      cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<1>{});
-      load(refill);
+    // Store k - StoresInFlight has read its stage once only StoresInFlight stores (k -
+    // StoresInFlight + 1 .. k) may still be reading: refill that stage with the chunk Stages on.
+    if (k >= StoresInFlight) {
+      std::size_t const refill = k - StoresInFlight + Stages;
+      if (refill < chunks) {
+        cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<StoresInFlight>{});
+        load(refill);
+      }
     }
   }
   cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});

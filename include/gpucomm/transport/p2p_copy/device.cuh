@@ -6,6 +6,7 @@
 //
 //   using P2PCopy = BasicP2PCopy<>;              // the measured default staging
 //   BasicP2PCopy<StageBytes, Stages>             // another staging shape
+//   BasicP2PCopy<StageBytes, Stages, StoresInFlight>  // and how many of its stages drain at once
 //
 // Where the bytes come from decides the path, per call:
 //   put, src in the calling CTA's shared memory (detected at run time: PTX isspacep.shared): bulk stores
@@ -87,10 +88,10 @@ class nvlink_store_host;
 __device__ GPUCOMM_FORCEINLINE void publish_for_bulk_copy() { detail::fence_shared_for_bulk(); }
 #endif
 
-/// The bulk-copy transport; StageBytes and Stages shape `staging`, the shared memory a put from
-/// global memory is pipelined through (see staging.cuh). The defaults were measured on one H100
-/// (docs/p2p_copy.md).
-template <std::size_t StageBytes = 8192, unsigned Stages = 5>
+/// The bulk-copy transport; StageBytes, Stages and StoresInFlight shape `staging`, the shared memory
+/// a put from global memory is pipelined through (see staging.cuh). The defaults were measured on
+/// one H100 (docs/p2p_copy.md).
+template <std::size_t StageBytes = 8192, unsigned Stages = 5, unsigned StoresInFlight = default_stores_in_flight>
 struct BasicP2PCopy {
   static constexpr char const* name = "P2PCopy";
   /// NVLinkStore's: the same operations over the same mappings, only the bytes move differently.
@@ -99,7 +100,7 @@ struct BasicP2PCopy {
   using device_state = detail::nvlink_store_state;
   using host_state = detail::nvlink_store_host;
   /// What with_staging takes for this policy: declare one per calling group in shared memory.
-  using staging = p2p_staging<StageBytes, Stages>;
+  using staging = p2p_staging<StageBytes, Stages, StoresInFlight>;
 
 #if defined(__CUDACC__)
   // Each operation takes comm<Self> with Self deduced (always this policy): naming
@@ -199,7 +200,7 @@ struct BasicP2PCopy {
     if constexpr (detail::is_staged_group_v<G>) {
       static_assert(std::is_same_v<typename G::staging_type, staging>,
                     "gpucomm: P2PCopy takes its own staging type: with_staging(g, s) with s a "
-                    "BasicP2PCopy<StageBytes, Stages>::staging of the comm's policy");
+                    "BasicP2PCopy<...>::staging of the comm's own policy");
     }
   }
 
@@ -251,7 +252,8 @@ struct BasicP2PCopy {
     } else {
       copy_edges(g, to, from, bytes, s);
       staging& st = g.staging();
-      if (is_leader(g)) detail::bulk_copy_staged(to + s.head, from + s.head, s.body, st.stage, st.full);
+      if (is_leader(g))
+        detail::bulk_copy_staged<StageBytes, Stages, StoresInFlight>(to + s.head, from + s.head, s.body, st.stage, st.full);
     }
     if (blocking) group_sync(g);
   }

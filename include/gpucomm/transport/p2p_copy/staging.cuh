@@ -24,17 +24,26 @@
 
 namespace gpucomm {
 
+/// The stores a pipeline keeps in flight unless told otherwise: one, so that every other stage is
+/// loading. Measured on one H100 (docs/p2p_copy.md): a staged put is bound by the bytes its loads
+/// keep in flight, and more stores in flight only took stages from the loads.
+inline constexpr unsigned default_stores_in_flight = 1;
+
 /// `Stages` shared-memory stages of `StageBytes` bytes each, and an mbarrier per stage. Trivial,
 /// meant to be a __shared__ variable (the bulk-copy unit reads and writes shared memory only); its
-/// contents mean nothing between calls.
-template <std::size_t StageBytes, unsigned Stages>
+/// contents mean nothing between calls. `StoresInFlight` of the stages may be draining to the peer
+/// while the others fill (detail::bulk_copy_staged).
+template <std::size_t StageBytes, unsigned Stages, unsigned StoresInFlight = default_stores_in_flight>
 struct p2p_staging {
   static_assert(StageBytes >= 16 && StageBytes % 16 == 0 && StageBytes <= detail::max_stage_bytes,
                 "gpucomm::p2p_staging: a stage is a multiple of 16 bytes (the bulk-copy unit's granule)");
   static_assert(Stages >= 2 && Stages <= 16,
                 "gpucomm::p2p_staging: 2 to 16 stages (the pipeline fills one while another drains)");
+  static_assert(StoresInFlight >= 1 && StoresInFlight < Stages,
+                "gpucomm::p2p_staging: 1 to Stages - 1 stores in flight (a stage must be left to load into)");
   static constexpr std::size_t stage_bytes = StageBytes;
   static constexpr unsigned stages = Stages;
+  static constexpr unsigned stores_in_flight = StoresInFlight;
   static constexpr std::size_t alignment = 128;
   static constexpr std::size_t size = StageBytes * Stages + sizeof(std::uint64_t) * Stages;
 
@@ -74,9 +83,9 @@ class staged_group {
 };
 
 /// g with `storage` as its P2PCopy staging (a p2p_staging, e.g. `P2PCopy::staging`).
-template <group G, std::size_t StageBytes, unsigned Stages>
-GPUCOMM_HD staged_group<G, p2p_staging<StageBytes, Stages>> with_staging(G const& g,
-                                                                         p2p_staging<StageBytes, Stages>& storage) {
+template <group G, std::size_t StageBytes, unsigned Stages, unsigned StoresInFlight>
+GPUCOMM_HD staged_group<G, p2p_staging<StageBytes, Stages, StoresInFlight>> with_staging(
+    G const& g, p2p_staging<StageBytes, Stages, StoresInFlight>& storage) {
   return {g, storage};
 }
 
