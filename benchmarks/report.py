@@ -678,6 +678,11 @@ def main():
         return verbs_rows_main(sys.argv[2:])
     if len(sys.argv) > 1 and sys.argv[1] == "docs":
         return docs_main(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "markdown":
+        # report.py markdown RESULTS.json: rewrite RESULTS.md from the JSON (after a change here).
+        stem = sys.argv[2][:-len(".json")] if sys.argv[2].endswith(".json") else sys.argv[2]
+        with open(stem + ".json") as f:
+            return markdown(json.load(f), stem)
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", required=True)
     ap.add_argument("--status", default="")
@@ -730,22 +735,58 @@ def main():
     }
     with open(a.out + ".json", "w") as f:
         json.dump(doc, f, indent=1)
+    markdown(doc, a.out)
 
-    md = [f"# gpucomm benchmarks: {machine_desc['gpu_name']} x {a.gpus}" + (" (smoke)" if a.note else ""), ""]
-    if a.note:
-        md.append(f"- **{a.note}**")
-    md.append(f"- command: `{a.command}` ({doc['mode']} sweep, {a.seconds:.0f} s)")
+
+def p2pcopy_md(rows, size=256 * 1024 * 1024, grid=(1, 4, 8)):
+    """P2PCopy's put_bw (one issuing thread per group) next to NVLinkStore's put_bw and the raw copy
+    references of copy_limits, at one size, per CTA count: the table its docs quote."""
+    picked = {}
+    for r in rows:
+        if r.get("status") != "ok" or r.get("size") != size or r.get("ctas") not in grid:
+            continue
+        case, variant, scope = r.get("case"), r.get("variant", ""), r.get("scope", "")
+        if case == "p2pcopy_put_bw":
+            label = f"P2PCopy put, {scope}, source {variant}"
+        elif case == "put_bw" and variant == "uni" and scope == "block":
+            label = "NVLinkStore put_bw, block"
+        elif case == "copy_limits":
+            label = f"raw copy_limits {variant}"
+        else:
+            continue
+        picked.setdefault(label, {})[r["ctas"]] = r["value"]
+    if not any(k.startswith("P2PCopy") for k in picked):
+        return []
+    out = [f"GB/s at {fmt_size(size)} per iteration; block-scope P2PCopy rows have one issuing thread per CTA, "
+           "their variant names the staging (stages x size / stores in flight; plain `global` is the default).", "",
+           "| path | " + " | ".join(f"{c} CTA" for c in grid) + " |", "|---|" + "---|" * len(grid)]
+    for label in sorted(picked, key=lambda k: (not k.startswith("P2PCopy"), k)):
+        out.append(f"| {label} | " + " | ".join(fmt(picked[label].get(c)) if c in picked[label] else "" for c in grid) + " |")
+    return out
+
+
+def markdown(doc, out):
+    """Writes <out>.md from a results document (what main writes to <out>.json)."""
+    rows, runs = doc["rows"], doc.get("runs", [])
+    md = [f"# gpucomm benchmarks: {doc['machine']['gpu_name']} x {doc['machine']['gpu_count_used']}" + (" (smoke)" if doc.get('note') else ""), ""]
+    if doc.get('note'):
+        md.append(f"- **{doc.get('note')}**")
+    md.append(f"- command: `{doc['command']}` ({doc['mode']} sweep, {doc['seconds']:.0f} s)")
     md.append(f"- date (UTC): {doc['date']}")
-    md.append(f"- GPUs: {a.gpus} x {machine_desc['gpu_name']}, driver {machine_desc['driver_version'] or 'n/a'}, "
-              f"CUDA runtime {machine_desc['cuda_runtime_version']}")
+    md.append(f"- GPUs: {doc['machine']['gpu_count_used']} x {doc['machine']['gpu_name']}, driver {doc['machine']['driver_version'] or 'n/a'}, "
+              f"CUDA runtime {doc['machine']['cuda_runtime_version']}")
     md.append("- NVLink multicast off (NCCL_NVLS_ENABLE=0, NVSHMEM_DISABLE_NVLS=1); gpucomm: comm<NVLinkStore>, "
               "except the p2pcopy_* cases (comm<P2PCopy>)")
     md.append(f"- semantics: {doc['semantics']}")
     md.append("")
-    md.append("## Headline figures and targets")
-    md.append("")
-    md.extend(headline_md(rows))
-    md.append("")
+    if doc.get("note"):
+        # Smoke runs (PEs sharing a GPU) say nothing about the link targets.
+        md += ["## Headline figures and targets", "", "Not evaluated: " + doc["note"] + ".", ""]
+    else:
+        md.append("## Headline figures and targets")
+        md.append("")
+        md.extend(headline_md(rows))
+        md.append("")
     total, below = vs_nvshmem(rows)
     md.append(f"put_bw (block scope) points where gpucomm is below NVSHMEM: {len(below)} of {total} compared.")
     if below:
@@ -755,7 +796,10 @@ def main():
         for ratio, (variant, ctas, size), gv, nv in below[:20]:
             md.append(f"| {variant} | {ctas} | {fmt_size(size)} | {fmt(gv)} | {fmt(nv)} |")
     md.append("")
-    limits = limits_md(rows, doc["profile"])
+    p2p = p2pcopy_md(rows)
+    if p2p:
+        md += ["## P2PCopy next to NVLinkStore and the raw copies", ""] + p2p + [""]
+    limits = limits_md(rows, doc.get("profile"))
     if limits:
         md += ["## What limits NVLinkStore", ""] + limits + [""]
     bad = [x for x in rows if x.get("status") != "ok"]
@@ -774,15 +818,15 @@ def main():
     md.append("## All results")
     md.append("")
     md.extend(tables(rows))
-    if machine_desc["topology"]:
+    if doc['machine']["topology"]:
         md.append("## Topology (nvidia-smi topo -m)")
         md.append("")
         md.append("```")
-        md.append(machine_desc["topology"])
+        md.append(doc['machine']["topology"])
         md.append("```")
-    with open(a.out + ".md", "w") as f:
+    with open(out + ".md", "w") as f:
         f.write("\n".join(md) + "\n")
-    print(f"wrote {a.out}.json and {a.out}.md ({len(rows)} rows, {len(bad)} not ok)")
+    print(f"wrote {out}.md ({len(rows)} rows, {len(bad)} not ok)")
 
 
 if __name__ == "__main__":
