@@ -314,8 +314,13 @@ if has_step sanitize; then
     has_suite gpucomm_gpu_tests && run "sanitize-$tool-$san_layout" "${san[@]}" $tests_bin "[sanitize],[verbs]"
     has_suite gpucomm_gpu_tests_minimal &&
       run "sanitize-$tool-minimal-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_minimal "[sanitize],[minimal]"
-    has_suite gpucomm_gpu_tests_p2p &&
+    # P2PCopy's racecheck tells apart the one report racecheck makes on correct bulk-copy code
+    # (scripts/lib/racecheck-bulk.sh says which, and how the probes show it).
+    if has_suite gpucomm_gpu_tests_p2p && [ "$tool" = racecheck ]; then
+      run "sanitize-$tool-p2p-$san_layout" bash scripts/lib/racecheck-bulk.sh $build/tests/gpucomm_gpu_tests_p2p "[sanitize]"
+    elif has_suite gpucomm_gpu_tests_p2p; then
       run "sanitize-$tool-p2p-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_p2p "[sanitize]"
+    fi
     for suite in "${nic_suites[@]}"; do
       name="sanitize-$tool-${suite#gpucomm_gpu_tests_}"
       filter="[sanitize],[ibgda],[route]"
