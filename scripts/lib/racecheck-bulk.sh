@@ -4,7 +4,7 @@
 #   scripts/lib/racecheck-bulk.sh TEST_BINARY [CATCH2_FILTER]
 #
 # The known kind: a write-write hazard between two bulk loads into shared memory that complete on
-# an mbarrier (cp.async.bulk ... mbarrier::complete_tx, both sides), where the mbarrier was
+# an mbarrier (cp.async.bulk ... mbarrier::complete_tx; UBLKCP.S.G in SASS), where the mbarrier was
 # invalidated and initialised again between the two loads. P2PCopy's pipeline does that from one
 # call to the next (a staging's mbarriers live only for one call). Two probes in the same binary
 # (tests/gpu/p2p_copy/racecheck_probe.cu) show it: one thread, two waited-for loads into one
@@ -22,23 +22,11 @@ filter=${2:-[sanitize]}
 work=$(mktemp -d "${TMPDIR:-/tmp}/racecheck-bulk.XXXXXX")
 racecheck=(compute-sanitizer --tool racecheck)
 
-# hazards LOG: "TOTAL KNOWN" over the log's hazard reports. A report is a line "Error:" or
-# "Warning:" "Race reported between <access>" and its "and <access>" lines; it is of the known
-# kind when every access in it is a write by a bulk load that completes on an mbarrier (libcu++'s
-# cp_async_bulk overload whose last parameter is the mbarrier, `unsigned long *`).
-hazards() {
-  awk '
-    function close_report() { if (open) { total++; if (known_only) known++ } open = 0 }
-    /(Error|Warning): Race reported between/ { close_report(); open = 1; known_only = 1 }
-    open && /(Race reported between|and) (Read|Write) access/ {
-      if ($0 !~ /Write access at void cuda::ptx::[^ ]*cp_async_bulk<void>\(.*unsigned long \*\)\+0x[0-9a-f]+/) known_only = 0
-      next
-    }
-    open && !/^=========     and / { close_report() }
-    /RACECHECK SUMMARY: [0-9]+ hazard/ { close_report(); for (i = 1; i <= NF; i++) if ($i == "SUMMARY:") displayed = $(i + 1) }
-    END { close_report(); printf "%d %d %d\n", total, known, displayed == "" ? -1 : displayed }
-  ' "$1"
-}
+# hazards LOG: "TOTAL KNOWN DISPLAYED" for the log's hazard reports (racecheck_hazards.py: a report
+# is of the known kind when every access in it is a write by a bulk load from global into shared
+# memory, told by the instruction at the reported offset of the kernel's SASS, or by libcu++'s
+# cp_async_bulk overload when racecheck names that frame).
+hazards() { python3 "$(dirname "$0")/racecheck_hazards.py" "$1" "$binary"; }
 
 "${racecheck[@]}" "$binary" "[racecheck-probe-reinit]" >"$work/probe-reinit.log" 2>&1
 read -r probe_total probe_known _ < <(hazards "$work/probe-reinit.log")
