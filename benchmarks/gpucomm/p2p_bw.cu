@@ -108,8 +108,8 @@ void p2p_points(bench::session& s, gpucomm::world& w, gpucomm::sym_array<std::by
       where.variant = Shared                   ? std::string("shared")
                       : std::is_void_v<Policy> ? std::string("global")
                                                : "global " + std::to_string(policy::staging::stages) + "x" +
-                                                     std::to_string(policy::staging::stage_bytes / bench::KiB) + "KiB/" +
-                                                     std::to_string(policy::staging::stores_in_flight);
+                                                     std::to_string(policy::staging::stage_bytes / bench::KiB) +
+                                                     "KiB/" + std::to_string(policy::staging::stores_in_flight);
       where.scope = name(S);
       where.ctas = ctas;
       where.threads = shape::threads;

@@ -253,7 +253,8 @@ struct BasicP2PCopy {
       copy_edges(g, to, from, bytes, s);
       staging& st = g.staging();
       if (is_leader(g))
-        detail::bulk_copy_staged<StageBytes, Stages, StoresInFlight>(to + s.head, from + s.head, s.body, st.stage, st.full);
+        detail::bulk_copy_staged<StageBytes, Stages, StoresInFlight>(to + s.head, from + s.head, s.body, st.stage,
+                                                                     st.full);
     }
     if (blocking) group_sync(g);
   }
