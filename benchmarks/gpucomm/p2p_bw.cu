@@ -8,8 +8,8 @@
 //           the tile holds: this measures the transfer, not the data).
 // Scopes differ in CTA shape, since every group needs its own shared memory:
 //   block   1024 threads per CTA, one group: one issuing thread per CTA. Staging: P2PCopy's
-//           default, and other shapes of at most 48 KiB (variants "global <stages>x<KiB>/<stores
-//           in flight>"); tile 64 KiB.
+//           default, and other shapes of 32 to 48 KiB and of 128 KiB (variants "global
+//           <stages>x<KiB>/<stores in flight>"); tile 64 KiB.
 //   warp    256 threads per CTA, 8 warps, each with BasicP2PCopy<4096, 4> staging; tile 16 KiB.
 //   thread  32 threads per CTA, each with BasicP2PCopy<1024, 2> staging; tile 2 KiB.
 // The row's note gives the shape. With both PEs on one GPU the figures are smoke.
@@ -163,8 +163,8 @@ void p2pcopy_put_bw(bench::session& s) {
   w.barrier();
   p2p_points<scope::block, false>(s, w, buf, counter, timer);
   p2p_points<scope::block, true>(s, w, buf, counter, timer);
-  // Other staging shapes and counts of stores in flight, to choose the default against: those of
-  // at most 48 KiB (what a static __shared__ variable may hold), and two of 128 KiB.
+  // Other staging shapes and counts of stores in flight, to choose the default against: shapes of
+  // 32 to 48 KiB (about what a static __shared__ variable may hold), and two of 128 KiB.
   p2p_points<scope::block, false, gpucomm::BasicP2PCopy<8192, 5, 1>>(s, w, buf, counter, timer);
   p2p_points<scope::block, false, gpucomm::BasicP2PCopy<8192, 5, 2>>(s, w, buf, counter, timer);
   p2p_points<scope::block, false, gpucomm::BasicP2PCopy<8192, 6, 1>>(s, w, buf, counter, timer);
