@@ -11,12 +11,8 @@
 #include <type_traits>
 
 #include "../../config.hpp"
+#include "../../detail/bounded_wait.cuh"
 #include "../prm.cuh"
-
-#if !defined(__CUDA_ARCH__)
-#include <chrono>
-#include <thread>
-#endif
 
 // Group helpers (group_size, group_rank, group_sync) are group.cuh's, __host__ __device__.
 #include "../../group.cuh"
@@ -66,41 +62,11 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE void store_doorbell(std::uint64_t* db, std::uint6
       (cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*db).store(value, cuda::memory_order_relaxed);))
 }
 
-/// Nanoseconds from a monotonic clock: %globaltimer on the device, steady_clock on the host.
-GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint64_t now_ns() noexcept {
-  NV_IF_ELSE_TARGET(NV_IS_DEVICE,
-                    (std::uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;"
-                                                   : "=l"(t));
-                     return t;),
-                    (return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                           std::chrono::steady_clock::now().time_since_epoch())
-                                                           .count());))
-}
-
-/// Backs off inside a spin loop: nanosleep on the device, a yield on the host (the NIC model runs
-/// on host threads that must get the CPU).
-GPUCOMM_HD GPUCOMM_FORCEINLINE void spin_pause() noexcept {
-  NV_IF_ELSE_TARGET(NV_PROVIDES_SM_70, (__nanosleep(64);), (NV_IF_TARGET(NV_IS_HOST, (std::this_thread::yield();))))
-}
-
-/// A wait's deadline. In debug builds (GPUCOMM_DEBUG) waits give up after `timeout_ns` and report
-/// `status::timeout`; in release builds they never expire.
-struct deadline {
-  std::uint64_t start = 0;
-  std::uint64_t timeout_ns = 0;
-  GPUCOMM_HD GPUCOMM_FORCEINLINE explicit deadline(std::uint64_t timeout) noexcept : timeout_ns(timeout) {
-#if GPUCOMM_DEBUG
-    start = now_ns();
-#endif
-  }
-  GPUCOMM_HD GPUCOMM_FORCEINLINE bool expired() const noexcept {
-#if GPUCOMM_DEBUG
-    return timeout_ns != 0 && now_ns() - start > timeout_ns;
-#else
-    return false;
-#endif
-  }
-};
+// now_ns, spin_pause and deadline are the library's (detail/bounded_wait.cuh): the command ring of
+// ProxyQueue waits the same way.
+using gpucomm::detail::deadline;
+using gpucomm::detail::now_ns;
+using gpucomm::detail::spin_pause;
 
 // ---- groups on host and device ------------------------------------------------------------------
 // The posting templates accept any gpucomm::group on the device and, for host tests and host
