@@ -5,6 +5,7 @@
 // in the order it posted them; nothing overwritten while unread; completion waits that end only
 // once the reader says so.
 #include <gpucomm/transport/proxy_queue/command_ring.cuh>
+#include <gpucomm/transport/proxy_queue/completion_window.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -13,6 +14,8 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <random>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -195,3 +198,38 @@ TEST_CASE("proxy ring: in debug builds a producer gives up on a ring nobody read
   CHECK(r.ring.wait_complete(0) == ring_status::timeout);
 }
 #endif
+
+TEST_CASE("proxy completion window: completions in any order, a low-water mark in ticket order", "[proxy][ring]") {
+  using gpucomm::proxy_queue::completion_window;
+  std::mt19937_64 rng(20261124);
+  completion_window w;
+  constexpr std::uint64_t total = 20000;
+  std::vector<std::uint64_t> unfinished;  // read, not completed
+  std::vector<bool> done(total, false);
+  std::uint64_t next = 0, bad = 0;
+  std::uint64_t expect = 0;  // the reference: the first ticket not done (or not yet read)
+  while (next < total || !unfinished.empty()) {
+    // Read a few, then complete a random one of those in flight.
+    for (int r = static_cast<int>(rng() % 4); r > 0 && next < total; --r) {
+      w.read(next);
+      unfinished.push_back(next++);
+    }
+    if (unfinished.empty()) continue;
+    std::size_t const pick = rng() % unfinished.size();
+    std::uint64_t const t = unfinished[pick];
+    unfinished[pick] = unfinished.back();
+    unfinished.pop_back();
+    done[t] = true;
+    while (expect < next && done[expect]) ++expect;
+    bad += w.complete(t) != expect;
+    bad += w.in_flight() != next - expect;
+  }
+  CHECK(bad == 0);
+  CHECK(w.low_water() == total);
+  CHECK(w.in_flight() == 0);
+  CHECK_THROWS_AS(w.complete(3), std::logic_error);      // completed twice
+  CHECK_THROWS_AS(w.complete(total), std::logic_error);  // never read
+  CHECK_THROWS_AS(w.read(total + 1), std::logic_error);  // out of order
+  w.read(total);
+  CHECK(w.complete(total) == total + 1);
+}
