@@ -22,6 +22,7 @@
 using gpucomm::proxy_queue::command;
 using gpucomm::proxy_queue::command_op;
 using gpucomm::proxy_queue::command_ring;
+using gpucomm::proxy_queue::producer_words;
 using gpucomm::proxy_queue::ring_counters;
 using gpucomm::proxy_queue::ring_reader;
 using gpucomm::proxy_queue::ring_status;
@@ -33,12 +34,14 @@ namespace {
 struct host_ring {
   std::unique_ptr<command[]> slots;
   std::unique_ptr<ring_counters> counters = std::make_unique<ring_counters>();
+  std::unique_ptr<producer_words> producers = std::make_unique<producer_words>();
   command_ring ring;
   explicit host_ring(unsigned log_depth, std::uint64_t timeout_ns = 0)
       : slots(new command[std::size_t{1} << log_depth]) {
     ring.slots = slots.get();
     ring.log_depth = log_depth;
     ring.counters = counters.get();
+    ring.producers = producers.get();
     ring.timeout_ns = timeout_ns;
   }
 };
@@ -127,7 +130,8 @@ TEST_CASE("proxy ring: several producers, a slow reader, a ring that wraps and f
       if (k > 0) CHECK(ts[k] > ts[k - 1]);
     }
   }
-  CHECK(r.counters->reserved == total);
+  CHECK(r.producers->reserved == total);
+  CHECK(r.producers->free_below <= total);
   CHECK(r.counters->consumed == total);
   CHECK(r.counters->completed == total);
 }
