@@ -1,6 +1,6 @@
 #pragma once
 // Umbrella header: the core, teams, scratch, the transport contract, and every transport
-// (NVLinkStore, P2PCopy, IBGDAPost, route<...>), device sides and host halves.
+// (NVLinkStore, P2PCopy, IBGDAPost, ProxyQueue, route<...>), device sides and host halves.
 
 #include "comm.cuh"
 #include "config.hpp"
@@ -15,6 +15,7 @@
 #include "transport/ibgda_post.cuh"
 #include "transport/nvlink_store.cuh"
 #include "transport/p2p_copy.cuh"
+#include "transport/proxy_queue.cuh"
 #include "transport/contract.cuh"
 #include "transport/route.cuh"
 #include "transport/transport.hpp"

@@ -159,6 +159,7 @@ class world {
 
   ~world() {
     sync_hooks_.clear();
+    free_hooks_.clear();
     transports_.clear();  // transports' host halves go before the heap they use
     heap_.reset();
   }
@@ -212,7 +213,9 @@ class world {
   /// out, or a second free, throws and changes nothing.
   template <class T>
   void deallocate(sym_ptr<T> p) {
-    heap_->deallocate(offset_in_any_local_slot(p.get(), "world::deallocate"), "world::deallocate");
+    std::size_t const offset = offset_in_any_local_slot(p.get(), "world::deallocate");
+    for (auto const& finish : free_hooks_) finish();  // a proxy's copies may still read the block
+    heap_->deallocate(offset, "world::deallocate");
   }
 
   /// Local PE `pe`'s view of the symmetric object `p` (given as any local PE's view).
@@ -371,6 +374,11 @@ class world {
       // holds, reporting failed ones) does it in synchronize().
       if constexpr (requires(host const& h) { h.on_synchronize(); }) {
         sync_hooks_.push_back([h = made.get()] { h->on_synchronize(); });
+      }
+      // A host half that moves bytes on its own after the kernels (ProxyQueue's proxy) finishes
+      // that work before a block of the heap is freed.
+      if constexpr (requires(host const& h) { h.on_deallocate(); }) {
+        free_hooks_.push_back([h = made.get()] { h->on_deallocate(); });
       }
       slot = std::move(made);
     }
@@ -611,6 +619,7 @@ class world {
   std::map<int, team> node_teams_;   // [local PE]
   std::map<int, team> gpu_teams_;    // [local PE]
   std::vector<std::function<void()>> sync_hooks_;
+  std::vector<std::function<void()>> free_hooks_;
   world_options options_;
 };
 

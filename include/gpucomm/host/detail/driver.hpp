@@ -17,7 +17,8 @@ struct driver_api {
 #define GPUCOMM_DRIVER_FUNCTIONS(X)                                                                      \
   X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemAddressReserve)      \
   X(cuMemAddressFree) X(cuMemGetAllocationGranularity) X(cuMemExportToShareableHandle)                    \
-  X(cuMemImportFromShareableHandle) X(cuMemsetD8) X(cuDeviceGetAttribute) X(cuGetErrorName) X(cuGetErrorString)
+  X(cuMemImportFromShareableHandle) X(cuMemsetD8) X(cuDeviceGetAttribute) X(cuGetErrorName)                \
+  X(cuGetErrorString) X(cuStreamWriteValue64)
 // clang-format on
 #define GPUCOMM_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
   GPUCOMM_DRIVER_FUNCTIONS(GPUCOMM_DRIVER_MEMBER)

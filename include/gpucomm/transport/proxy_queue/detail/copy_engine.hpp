@@ -1,0 +1,312 @@
+#pragma once
+// ProxyQueue's copy-engine backend: carries out one local PE's commands to the peers it reaches
+// through the mapped heap (same host, same GPU included). Host only; run by a proxy thread.
+//
+// One stream per peer on the PE's GPU, so one PE's commands to a peer are carried out after the
+// ones it posted before (up to the batching below), and commands to different peers overlap:
+//   put         a copy (peer's dst <- src) on the peer's stream;
+//   get         a copy (dst <- peer's src) on the peer's stream;
+//   put_signal  the put, then cuStreamWriteValue64(peer's signal word, value) on the same stream:
+//               the write's default memory barrier orders the copy's writes before it.
+// Copies are gathered per stream while the proxy reads a batch of commands, and go out as one
+// cudaMemcpyBatchAsync (one cudaMemcpyAsync when there is one): a CUDA call costs microseconds of
+// the proxy's time, which would otherwise cap the command rate at a few hundred thousand per
+// second. The copies of one batch may run in any order among themselves, which the contract
+// allows: puts to a PE are ordered only by fence and quiet, and ProxyQueue's fence is a quiet
+// (device.cuh), so no two copies that must stay ordered are ever in flight together. Whatever
+// must follow copies (a put_signal's signal write, the completion marker) is issued after the
+// gathered copies go out, so stream order puts it after them.
+// Addresses come as this PE's view of the symmetric heap; the peer's copy is `(peer - pe) * stride`
+// bytes away in this process (host/detail/heap.hpp). A command whose heap range lies outside this
+// PE's slot, whose local buffer (outside the heap) is not memory CUDA knows, whose PE is out of
+// range, or whose operation this backend does not carry, is refused and recorded, never carried
+// out: an address CUDA does not know would otherwise be copied as pageable host memory.
+//
+// Completion: after a batch of commands, one cuStreamWriteValue64 per stream that received work
+// writes the batch's last ticket + 1 into that stream's word in mapped host memory (again after
+// the copies, by the default memory barrier). The proxy polls those words: a ticket is complete
+// once its stream's word is above it. A stream that reports an error (cudaStreamQuery) fails
+// every ticket still on it, so a GPU never waits on a copy that will not finish.
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <cuda/atomic>
+
+#include "../../../error.hpp"
+#include "../../../host/detail/driver.hpp"
+#include "../command.cuh"
+#include "failures.hpp"
+
+namespace gpucomm::detail {
+
+class copy_engine_backend {
+ public:
+  struct placement {
+    int pe = 0;              ///< the local PE whose commands this backend carries out
+    int device = 0;          ///< its GPU
+    int npes = 0;            ///< PEs in the world
+    char* heap = nullptr;    ///< PE 0's heap slot in this process (heap_layout::base)
+    std::size_t stride = 0;  ///< bytes between PEs' slots
+  };
+
+  copy_engine_backend(placement const& p, proxy_failures& failures) : at_(p), failures_(&failures) {
+    GPUCOMM_CUDA_CHECK(cudaSetDevice(p.device), p.pe);
+    std::size_t const n = static_cast<std::size_t>(p.npes);
+    GPUCOMM_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&done_), n * words_per_line * sizeof(std::uint64_t),
+                                     cudaHostAllocMapped | cudaHostAllocPortable),
+                       p.pe);
+    for (std::size_t i = 0; i < n * words_per_line; ++i) done_[i] = 0;
+    lanes_.resize(n);
+    for (auto& l : lanes_) GPUCOMM_CUDA_CHECK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking), p.pe);
+  }
+
+  copy_engine_backend(copy_engine_backend const&) = delete;
+  copy_engine_backend& operator=(copy_engine_backend const&) = delete;
+
+  ~copy_engine_backend() {
+    cudaSetDevice(at_.device);
+    for (auto& l : lanes_) {
+      if (l.stream != nullptr) {
+        cudaStreamSynchronize(l.stream);
+        cudaStreamDestroy(l.stream);
+      }
+    }
+    if (done_ != nullptr) cudaFreeHost(done_);
+  }
+
+  /// Carries out command `c` with ticket `ticket` (the proxy's thread, GPU current). Returns true
+  /// when it is complete already: nothing to wait for, or refused or failed (and recorded).
+  bool issue(proxy_queue::command const& c, std::uint64_t ticket) {
+    using proxy_queue::command_op;
+    if (c.op == command_op::nop) return true;
+    if (c.pe < 0 || c.pe >= at_.npes) return refuse(c, ticket, "its target PE is outside the world");
+    lane& l = lanes_[static_cast<std::size_t>(c.pe)];
+    std::uint64_t const to_peer =
+        static_cast<std::uint64_t>(static_cast<std::int64_t>(c.pe - at_.pe) * static_cast<std::int64_t>(at_.stride));
+    switch (c.op) {
+      case command_op::put:
+      case command_op::put_signal:
+        if (!in_slot(c.dst, c.bytes)) return refuse(c, ticket, "its destination is not in this PE's symmetric heap");
+        if (c.op == command_op::put_signal && (!in_slot(c.signal, 8) || c.signal % 8 != 0))
+          return refuse(c, ticket, "its signal word is not an aligned word of this PE's symmetric heap");
+        if (c.bytes != 0 && !in_slot(c.src, c.bytes) && !known_to_cuda(c.src))
+          return refuse(c, ticket, "its source is not memory CUDA knows (device, or pinned and mapped host memory)");
+        if (c.bytes != 0) l.gather(c.dst + to_peer, c.src, c.bytes, ticket);
+        if (c.op == command_op::put_signal) {
+          // The data (and every copy gathered before it) first, then the signal, in stream order.
+          if (!l.gathered.empty() && !send_gathered(c.pe)) {
+            if (c.bytes != 0) return false;  // recorded with the batch; poll() completes its ticket
+            return fail(c, ticket, "refused", "the copies before it failed");
+          }
+          CUresult const cu = driver().cuStreamWriteValue64(l.stream, static_cast<CUdeviceptr>(c.signal + to_peer),
+                                                            c.value, CU_STREAM_WRITE_VALUE_DEFAULT);
+          if (cu != CUDA_SUCCESS) return fail(c, ticket, "cuStreamWriteValue64", cu_error_text(cu));
+          if (c.bytes != 0) l.tickets.pop_back();  // the put's entry becomes the whole command's, below
+        } else if (c.bytes == 0) {
+          return true;
+        } else {
+          if (l.gathered.size() >= max_gathered) send_gathered(c.pe);
+          return false;  // tracked through the gathered copy
+        }
+        break;
+      case command_op::get:
+        if (!in_slot(c.src, c.bytes)) return refuse(c, ticket, "its source is not in this PE's symmetric heap");
+        if (!in_slot(c.dst, c.bytes) && !known_to_cuda(c.dst))
+          return refuse(c, ticket,
+                        "its destination is not memory CUDA knows (device, or pinned and mapped host memory)");
+        if (c.bytes == 0) return true;
+        l.gather(c.dst, c.src + to_peer, c.bytes, ticket);
+        if (l.gathered.size() >= max_gathered) send_gathered(c.pe);
+        return false;
+      default:
+        return refuse(c, ticket, "the copy-engine backend does not carry this operation (the GPU does it itself)");
+    }
+    // A put_signal, sent: tracked like a copy.
+    if (l.tickets.empty()) l.since = std::chrono::steady_clock::now();
+    l.tickets.push_back(ticket);
+    l.unmarked = true;
+    return false;
+  }
+
+  /// After a batch of issue(): the gathered copies, then one completion marker, on every stream
+  /// that received work.
+  void mark() {
+    for (std::size_t i = 0; i < lanes_.size(); ++i) {
+      lane& l = lanes_[i];
+      if (!l.gathered.empty()) send_gathered(static_cast<int>(i));
+      if (!l.unmarked || l.tickets.empty()) continue;
+      l.unmarked = false;
+      CUresult const cu = driver().cuStreamWriteValue64(l.stream, reinterpret_cast<CUdeviceptr>(done_word(i)),
+                                                        l.tickets.back() + 1, CU_STREAM_WRITE_VALUE_DEFAULT);
+      if (cu != CUDA_SUCCESS) {
+        // Without its marker the batch's completion cannot be seen: wait for the stream instead.
+        cudaError_t const rc = cudaStreamSynchronize(l.stream);
+        std::string what = "cuStreamWriteValue64 (completion marker): " + cu_error_text(cu);
+        if (rc != cudaSuccess) what += "; then cudaStreamSynchronize: " + std::string(cudaGetErrorName(rc));
+        fail_lane(i, what);
+      }
+    }
+  }
+
+  /// Calls done(ticket) for every ticket whose copies have finished, or whose stream failed.
+  template <class Done>
+  void poll(Done&& done) {
+    auto const now = std::chrono::steady_clock::now();
+    for (; !failed_.empty(); failed_.pop_front()) done(failed_.front());
+    for (std::size_t i = 0; i < lanes_.size(); ++i) {
+      lane& l = lanes_[i];
+      if (l.tickets.empty()) continue;
+      // Acquire: the stream's write of the word comes after the copies (its memory barrier).
+      std::uint64_t const below =
+          cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*done_word(i)).load(cuda::memory_order_acquire);
+      bool progressed = false;
+      while (!l.tickets.empty() && l.tickets.front() < below) {
+        done(l.tickets.front());
+        l.tickets.pop_front();
+        progressed = true;
+      }
+      if (progressed) {
+        l.since = now;
+      } else if (now - l.since > stall_check) {
+        // Nothing finished for a while: ask the stream whether it failed.
+        l.since = now;
+        cudaError_t const rc = cudaStreamQuery(l.stream);
+        if (rc != cudaSuccess && rc != cudaErrorNotReady) {
+          fail_lane(i, std::string("the stream failed: ") + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")");
+          for (; !failed_.empty(); failed_.pop_front()) done(failed_.front());
+        }
+      }
+    }
+  }
+
+  /// Commands issued and not yet complete.
+  bool busy() const {
+    if (!failed_.empty()) return true;
+    for (auto const& l : lanes_)
+      if (!l.tickets.empty()) return true;
+    return false;
+  }
+
+ private:
+  static constexpr std::size_t words_per_line = 8;  // each stream's word on its own cache line
+  static constexpr auto stall_check = std::chrono::milliseconds(100);
+
+  /// Copies gathered on one stream before they go out as one call.
+  static constexpr std::size_t max_gathered = 256;
+
+  struct lane {
+    cudaStream_t stream = nullptr;
+    std::deque<std::uint64_t> tickets;  // sent on this stream, not yet complete, in order
+    bool unmarked = false;              // work sent since the last marker
+    std::chrono::steady_clock::time_point since{};
+    // Gathered copies, not yet sent: cudaMemcpyBatchAsync's operands, and each copy's ticket.
+    std::vector<void*> dsts;
+    std::vector<void const*> srcs;
+    std::vector<std::size_t> sizes;
+    std::vector<std::uint64_t> gathered;
+
+    void gather(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, std::uint64_t ticket) {
+      dsts.push_back(reinterpret_cast<void*>(dst));
+      srcs.push_back(reinterpret_cast<void const*>(src));
+      sizes.push_back(static_cast<std::size_t>(bytes));
+      gathered.push_back(ticket);
+    }
+  };
+
+  /// Sends lane `peer`'s gathered copies as one call; their tickets are then tracked (or, if the
+  /// call failed, recorded as failed and completed by the next poll()). Returns whether it worked.
+  bool send_gathered(int peer) {
+    lane& l = lanes_[static_cast<std::size_t>(peer)];
+    cudaError_t rc = cudaSuccess;
+    char const* call = "cudaMemcpyAsync";
+    if (l.gathered.size() == 1) {
+      rc = cudaMemcpyAsync(l.dsts[0], l.srcs[0], l.sizes[0], cudaMemcpyDefault, l.stream);
+    } else {
+      call = "cudaMemcpyBatchAsync";
+      cudaMemcpyAttributes attributes{};
+      attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;  // after the stream's earlier work
+      std::size_t first = 0;
+      rc = cudaMemcpyBatchAsync(l.dsts.data(), l.srcs.data(), l.sizes.data(), l.gathered.size(), &attributes, &first, 1,
+                                l.stream);
+    }
+    bool const sent = rc == cudaSuccess;
+    if (sent) {
+      if (l.tickets.empty()) l.since = std::chrono::steady_clock::now();
+      l.tickets.insert(l.tickets.end(), l.gathered.begin(), l.gathered.end());
+      l.unmarked = true;
+    } else {
+      cudaGetLastError();  // a non-sticky error must not fail the proxy's next call
+      std::uint64_t bytes = 0;
+      for (std::size_t b : l.sizes) bytes += b;
+      failures_->record({at_.pe, peer, proxy_queue::command_op::nop, l.gathered.front(), bytes,
+                         std::string(call) + ": " + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ") for " +
+                             std::to_string(l.gathered.size()) + " copies from ticket " +
+                             std::to_string(l.gathered.front())});
+      failed_.insert(failed_.end(), l.gathered.begin(), l.gathered.end());
+    }
+    l.dsts.clear();
+    l.srcs.clear();
+    l.sizes.clear();
+    l.gathered.clear();
+    return sent;
+  }
+
+  std::uint64_t* done_word(std::size_t peer) const { return done_ + peer * words_per_line; }
+
+  bool in_slot(std::uint64_t address, std::uint64_t bytes) const {
+    auto const begin = reinterpret_cast<std::uintptr_t>(at_.heap) + static_cast<std::uintptr_t>(at_.pe) * at_.stride;
+    return address >= begin && address <= begin + at_.stride && bytes <= begin + at_.stride - address;
+  }
+
+  /// Whether `address` lies in memory CUDA allocated or registered, which the copy engine reaches.
+  static bool known_to_cuda(std::uint64_t address) {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, reinterpret_cast<void const*>(address)) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return a.type != cudaMemoryTypeUnregistered;
+  }
+
+  static std::string cu_error_text(CUresult cu) {
+    char const* name = nullptr;
+    driver().cuGetErrorName(cu, &name);
+    return name != nullptr ? name : "CUresult " + std::to_string(static_cast<int>(cu));
+  }
+
+  bool refuse(proxy_queue::command const& c, std::uint64_t ticket, char const* why) {
+    return fail(c, ticket, "refused", why);
+  }
+
+  bool fail(proxy_queue::command const& c, std::uint64_t ticket, char const* call, std::string const& why) {
+    failures_->record({at_.pe, c.pe, c.op, ticket, c.bytes, std::string(call) + ": " + why});
+    return true;
+  }
+
+  /// Every ticket still on lane `i` fails (recorded once, with how many); poll() completes them.
+  void fail_lane(std::size_t i, std::string const& what) {
+    lane& l = lanes_[i];
+    if (l.tickets.empty()) return;
+    failures_->record({at_.pe, static_cast<int>(i), proxy_queue::command_op::nop, l.tickets.front(), 0,
+                       what + " (" + std::to_string(l.tickets.size()) + " commands on the stream to this peer)"});
+    for (std::uint64_t t : l.tickets) failed_.push_back(t);
+    l.tickets.clear();
+  }
+
+  placement at_;
+  proxy_failures* failures_;
+  std::uint64_t* done_ = nullptr;  // [peer * words_per_line]: mapped host memory
+  std::vector<lane> lanes_;        // [peer]
+  std::deque<std::uint64_t> failed_;
+};
+
+}  // namespace gpucomm::detail

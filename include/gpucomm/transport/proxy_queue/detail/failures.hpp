@@ -1,0 +1,69 @@
+#pragma once
+// Commands the proxy could not carry out, recorded by the proxy threads and reported by
+// world::synchronize(). Host only.
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "../command.cuh"
+
+namespace gpucomm::detail {
+
+/// One failed command: who posted it, to whom, what it was, and why it failed.
+struct proxy_failure {
+  int pe = -1;    ///< the PE whose ring held the command
+  int peer = -1;  ///< the command's target PE
+  proxy_queue::command_op op = proxy_queue::command_op::nop;
+  std::uint64_t ticket = 0;
+  std::uint64_t bytes = 0;
+  std::string what;  ///< the failing call and its error, or the check that refused the command
+
+  std::string op_name() const {
+    switch (op) {
+      case proxy_queue::command_op::nop:
+        return "nop";
+      case proxy_queue::command_op::put:
+        return "put";
+      case proxy_queue::command_op::get:
+        return "get";
+      case proxy_queue::command_op::signal:
+        return "signal";
+      case proxy_queue::command_op::put_signal:
+        return "put_signal";
+      case proxy_queue::command_op::atomic:
+        return "atomic";
+      case proxy_queue::command_op::fence:
+        return "fence";
+    }
+    return "command " + std::to_string(static_cast<int>(op));
+  }
+};
+
+/// The failures of one world's proxies: the first is kept whole, the rest counted. Written by
+/// proxy threads, taken by world::synchronize() on the caller's thread.
+class proxy_failures {
+ public:
+  void record(proxy_failure f) {
+    std::lock_guard<std::mutex> const lock(m_);
+    if (!first_) first_ = std::move(f);
+    ++count_;
+  }
+
+  /// The first failure recorded since the last take, and how many there were; clears both.
+  std::optional<proxy_failure> take(std::uint64_t& count) {
+    std::lock_guard<std::mutex> const lock(m_);
+    count = count_;
+    count_ = 0;
+    return std::exchange(first_, std::nullopt);
+  }
+
+ private:
+  std::mutex m_;
+  std::optional<proxy_failure> first_;
+  std::uint64_t count_ = 0;
+};
+
+}  // namespace gpucomm::detail

@@ -1,0 +1,118 @@
+#pragma once
+// ProxyQueue's proxy thread: busy-polls one or more command rings (one per local PE), hands each
+// command to its PE's backend, and publishes completions. Host only.
+//
+// One pass over a ring:
+//   1. read up to `batch` published commands in ticket order: copy each out of its slot, free the
+//      slot (reader steps 1-3 of command_ring.cuh), and issue it to the backend;
+//   2. one completion marker per stream that received work (the backend's mark());
+//   3. collect finished tickets (the backend's poll()) into the completion window, and publish its
+//      low-water mark as the ring's `completed` (reader step 4) when it moved.
+// A thread with nothing to do on any ring spins, yielding the CPU now and then: the latency of the
+// next command is what it is there for.
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "../../../error.hpp"
+#include "../command_ring.cuh"
+#include "../completion_window.hpp"
+#include "copy_engine.hpp"
+
+namespace gpucomm::detail {
+
+/// One ring and what carries out its commands; served by exactly one proxy thread.
+struct proxy_ring {
+  int pe = 0;
+  int device = 0;
+  proxy_queue::ring_reader reader;
+  proxy_queue::completion_window window;
+  std::unique_ptr<copy_engine_backend> engine;
+  std::uint64_t published = 0;  // the `completed` last published
+};
+
+class proxy_thread {
+ public:
+  /// Commands read from one ring before the thread marks, polls and moves to the next ring.
+  static constexpr int batch = 64;
+
+  /// Starts serving `rings`; pinned to `cpu` unless it is negative.
+  proxy_thread(std::vector<proxy_ring*> rings, int cpu) : rings_(std::move(rings)) {
+    thread_ = std::thread([this] { run(); });
+    if (cpu >= 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      if (int const rc = pthread_setaffinity_np(thread_.native_handle(), sizeof(set), &set); rc != 0) {
+        stop();
+        throw error(
+            "ProxyQueue", rings_.front()->pe,
+            "pinning the proxy thread to CPU " + std::to_string(cpu) + " failed (error " + std::to_string(rc) + ")",
+            "give proxy_options::cpu (or GPUCOMM_PROXY_CPU) a CPU this process may run on, or -1");
+      }
+    }
+  }
+
+  proxy_thread(proxy_thread const&) = delete;
+  proxy_thread& operator=(proxy_thread const&) = delete;
+  ~proxy_thread() { stop(); }
+
+  /// Ends the thread after its current pass. What is still in flight stays so: drain first.
+  void stop() {
+    stop_.store(true, std::memory_order_relaxed);
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    // A thread's current device is its own: each ring sets its GPU before its CUDA calls.
+    int idle = 0;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      bool busy = false;
+      for (proxy_ring* r : rings_) busy |= serve(*r);
+      if (busy) {
+        idle = 0;
+      } else if (++idle % 1024 == 0) {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+  /// One pass over ring r; true when it had work (read, or still in flight).
+  static bool serve(proxy_ring& r) {
+    int read = 0;
+    for (; read < batch; ++read) {
+      proxy_queue::command const* slot = r.reader.peek();
+      if (slot == nullptr) break;
+      proxy_queue::command const c = *slot;
+      std::uint64_t const ticket = r.reader.next_ticket();
+      r.reader.pop();
+      r.window.read(ticket);
+      if (read == 0) cudaSetDevice(r.device);
+      if (r.engine->issue(c, ticket)) r.window.complete(ticket);
+    }
+    if (read != 0) r.engine->mark();
+    bool const in_flight = r.engine->busy();
+    if (in_flight) r.engine->poll([&](std::uint64_t t) { r.window.complete(t); });
+    if (r.window.low_water() != r.published) {
+      r.published = r.window.low_water();
+      r.reader.publish_completed(r.published);
+    }
+    return read != 0 || in_flight;
+  }
+
+  std::vector<proxy_ring*> rings_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace gpucomm::detail
