@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU round on a machine with GPUs: configure and build, run the demo and the examples,
 # the GPU test suites (NVLinkStore, IBGDAPost through the NIC model, route<NVLinkStore,
-# IBGDAPost> with a forced split, MinimalStore, P2PCopy) on every GPU count asked and with several PEs per GPU, in both
+# IBGDAPost> with a forced split, MinimalStore, P2PCopy, ProxyQueue) on every GPU count asked and with several PEs per GPU, in both
 # process modes (one process owning the GPUs, and one process per PE under mpirun),
 # compute-sanitizer over the [sanitize] subset, the verbs_gpu tests and the IBGDAPost/route cases,
 # and optionally the benchmark suite. Each step's log and a summary go to $OUT (default
@@ -9,7 +9,7 @@
 #
 #   scripts/gpu-round.sh [--steps build,demo,tests,sanitize,bench] [--counts "1 2 4"]
 #                        [--pes-per-gpu "1 2 4"] [--mpi-pes-per-gpu "1 2"] [--quick-bench]
-#                        [--suites "tests ibgda route minimal p2p"]
+#                        [--suites "tests ibgda route minimal p2p proxy"]
 #
 # Steps not named are skipped; a later call can run further steps on the same build (build-gpu/).
 # --suites: the suites the build, tests and sanitize steps take (default all; "tests" is
@@ -35,12 +35,12 @@ cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=scripts/lib/common.sh
 source scripts/lib/common.sh
 
-usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench] [--suites \"tests ibgda route minimal p2p\"]" >&2; exit 2; }
+usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench] [--suites \"tests ibgda route minimal p2p proxy\"]" >&2; exit 2; }
 steps="build,demo,tests,sanitize"
 counts=""
 pes_per_gpu="1 2 4"
 mpi_pes_per_gpu="1 2"
-only_suites="tests ibgda route minimal p2p"
+only_suites="tests ibgda route minimal p2p proxy"
 bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -202,13 +202,13 @@ build="build-gpu"
 tests_bin=$build/tests/gpucomm_gpu_tests
 # The op suite per transport: NVLinkStore (with the world and verbs_gpu tests), IBGDAPost through
 # the NIC model, route<NVLinkStore, IBGDAPost> with a forced split, MinimalStore (the contract alone),
-# P2PCopy (the bulk-copy unit).
+# P2PCopy (the bulk-copy unit), ProxyQueue (the host proxy and the copy engines).
 suites=()
 for name in $only_suites; do
   case $name in
     tests) suites+=(gpucomm_gpu_tests) ;;
-    ibgda|route|minimal|p2p) suites+=("gpucomm_gpu_tests_$name") ;;
-    *) echo "--suites: unknown suite '$name' (tests ibgda route minimal p2p)" >&2; exit 2 ;;
+    ibgda|route|minimal|p2p|proxy) suites+=("gpucomm_gpu_tests_$name") ;;
+    *) echo "--suites: unknown suite '$name' (tests ibgda route minimal p2p proxy)" >&2; exit 2 ;;
   esac
 done
 has_suite() { [[ " ${suites[*]} " == *" $1 "* ]]; }
@@ -220,12 +220,12 @@ if has_step build; then
   run configure cmake -S . -B $build "${gen[@]}" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" \
       -DCMAKE_CUDA_COMPILER="$(gpucomm_find_nvcc)"
   run build cmake --build $build -j "$(nproc)" --target "${suites[@]}" ring_shift cub_allreduce thrust_local routed_ring \
-      p2p_tile_push
+      p2p_tile_push proxy_offload
 fi
 
 if has_step demo; then
   run demo bash scripts/demo.sh
-  for ex in cub_allreduce thrust_local routed_ring p2p_tile_push; do run "example-$ex" $build/examples/$ex; done
+  for ex in cub_allreduce thrust_local routed_ring p2p_tile_push proxy_offload; do run "example-$ex" $build/examples/$ex; done
 fi
 
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x NVSHMEM_DISABLE_NVLS
@@ -321,6 +321,8 @@ if has_step sanitize; then
     elif has_suite gpucomm_gpu_tests_p2p; then
       run "sanitize-$tool-p2p-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_p2p "[sanitize]"
     fi
+    has_suite gpucomm_gpu_tests_proxy &&
+      run "sanitize-$tool-proxy-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_proxy "[sanitize],[proxy]"
     for suite in "${nic_suites[@]}"; do
       name="sanitize-$tool-${suite#gpucomm_gpu_tests_}"
       filter="[sanitize],[ibgda],[route]"

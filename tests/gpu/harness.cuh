@@ -57,7 +57,9 @@ inline std::vector<int> single_process_devices() {
 // (gpucomm_gpu_tests_route), 4 MinimalStore, the test-only transport written against the contract
 // alone (gpucomm_gpu_tests_minimal, tests/gpu/minimal), 5 P2PCopy with small stages
 // (gpucomm_gpu_tests_p2p): 3 stages of 256 bytes, so that every group of the suite's blocks has
-// staging of its own and large copies cycle through the pipeline thousands of times.
+// staging of its own and large copies cycle through the pipeline thousands of times, 6 ProxyQueue
+// with its copy-engine backend (gpucomm_gpu_tests_proxy), on rings of 64 commands so that the
+// suite's kernels fill them and wait for space.
 #ifndef GPUCOMM_TEST_TRANSPORT
 #define GPUCOMM_TEST_TRANSPORT 1
 #endif
@@ -71,8 +73,10 @@ using transport_under_test = gpucomm::route<gpucomm::NVLinkStore, gpucomm::IBGDA
 using transport_under_test = gpucomm::test::MinimalStore;
 #elif GPUCOMM_TEST_TRANSPORT == 5
 using transport_under_test = gpucomm::BasicP2PCopy<256, 3>;
+#elif GPUCOMM_TEST_TRANSPORT == 6
+using transport_under_test = gpucomm::ProxyQueue;
 #else
-#error "GPUCOMM_TEST_TRANSPORT must be 1, 2, 3, 4 or 5"
+#error "GPUCOMM_TEST_TRANSPORT must be 1, 2, 3, 4, 5 or 6"
 #endif
 /// Whether every peer is reached by load/store (remote() works for all of them).
 #define GPUCOMM_TEST_DIRECT (GPUCOMM_TEST_TRANSPORT == 1 || GPUCOMM_TEST_TRANSPORT == 5)
@@ -121,6 +125,7 @@ inline std::unique_ptr<gpucomm::world> make_world(gpucomm::world_options options
 #endif
   if (!w) w = std::make_unique<gpucomm::world>(single_process_devices(), std::move(options));
   w->configure<gpucomm::IBGDAPost>({.nic = gpucomm::nic_choice::model});
+  w->configure<gpucomm::ProxyQueue>({.log_depth = 6});
   return w;
 }
 
