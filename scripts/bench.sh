@@ -199,15 +199,23 @@ if [ $smoke = 1 ]; then
   # Two PEs on GPU 0 (the gpucomm benchmarks place PE 1 on GPU 0 too); copy_limits writes local ->
   # local. NVLinkStore's put_bw at block scope is the baseline P2PCopy is read against; the CTA
   # counts are those of P2PCopy's targets (1, 4, 8).
-  smoke_note="smoke: 2 PEs share GPU 0 (copy_limits: local -> local); not link figures, not comparable with one PE per GPU"
+  smoke_note="smoke: 2 PEs share GPU 0 (copy_limits, ce_copy: local -> local); not link figures, not comparable with one PE per GPU"
   if [ $quick = 1 ]; then bw_limit=90; lat_limit=45; else bw_limit=150; lat_limit=60; fi
   ctas=(--only ctas=1,4,8)
   have bench_cuda && run_case cuda copy_limits 2 "$lat_limit" "$build/benchmarks/bench_cuda" "${ctas[@]}"
+  have bench_cuda && run_case cuda ce_copy 2 "$bw_limit" "$build/benchmarks/bench_cuda"
   for c in put_signal_pingpong p2pcopy_put_signal_pingpong; do
     have bench_gpucomm && run_case gpucomm "$c" 2 "$lat_limit" "$build/benchmarks/bench_gpucomm"
   done
   have bench_gpucomm && run_case gpucomm put_bw 2 "$bw_limit" "$build/benchmarks/bench_gpucomm" --only scope=block "${ctas[@]}"
   have bench_gpucomm && run_case gpucomm p2pcopy_put_bw 2 "$bw_limit" "$build/benchmarks/bench_gpucomm" "${ctas[@]}"
+  # ProxyQueue: the ring's round trip and command rate, its latencies, and its copy-engine put_bw
+  # from one posting thread per CTA (block scope), read against copy_limits' copy-engine rows.
+  for c in proxyqueue_ring proxyqueue_command_rate proxyqueue_put_latency proxyqueue_put_signal_pingpong; do
+    have bench_gpucomm && run_case gpucomm "$c" 2 "$lat_limit" "$build/benchmarks/bench_gpucomm"
+  done
+  have bench_gpucomm &&
+    run_case gpucomm proxyqueue_put_bw 2 "$bw_limit" "$build/benchmarks/bench_gpucomm" --only scope=block --only ctas=1,4
 elif [ "$gpus" -lt 2 ]; then
   echo "fewer than 2 GPUs ($gpus): nothing to measure (--smoke runs the copy cases with PEs sharing one GPU)"
   record all none "$gpus" -1 0 "fewer than 2 GPUs"
@@ -262,6 +270,11 @@ else
   done
   # P2PCopy (the bulk-copy unit): its put_bw from global and shared memory, and its ping-pong.
   for c in p2pcopy_put_signal_pingpong p2pcopy_put_bw; do
+    have bench_gpucomm && run_case gpucomm "$c" 2 "$bw_limit" "$build/benchmarks/bench_gpucomm"
+  done
+  # ProxyQueue (the host proxy and the copy engines).
+  for c in proxyqueue_ring proxyqueue_command_rate proxyqueue_put_latency proxyqueue_put_signal_pingpong \
+    proxyqueue_put_bw; do
     have bench_gpucomm && run_case gpucomm "$c" 2 "$bw_limit" "$build/benchmarks/bench_gpucomm"
   done
 fi

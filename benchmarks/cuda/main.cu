@@ -32,8 +32,50 @@ bench::row base(char const* case_name, char const* transport) {
   return r;
 }
 
+/// ce_copy on a one-GPU machine: cudaMemcpyAsync between two buffers of GPU 0 (smoke), the raw
+/// reference for ProxyQueue's put_bw with both PEs on that GPU. The driver picks the engine for a
+/// copy within one GPU, so this is what cudaMemcpyAsync does there, not a copy-engine link figure.
+void ce_copy_local(bench::session& s) {
+  auto const& o = s.opt();
+  constexpr std::size_t max_size = bench::GiB;
+  bench::device_buffer<std::byte> src(0, max_size), dst(0, max_size);
+  cudaStream_t st{};
+  BENCH_CUDA(cudaSetDevice(0));
+  BENCH_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  bench::event_timer timer(0);
+  bench::plan const plan = bench::bandwidth_plan(o);
+  std::vector<std::size_t> const sizes = o.quick ? std::vector<std::size_t>{bench::MiB, 64 * bench::MiB, bench::GiB}
+                                                 : bench::geometric(4 * bench::KiB, max_size, 4);
+  for (std::size_t const size : sizes) {
+    bench::row where = base("ce_copy", "copy-engine");
+    where.variant = "uni";
+    where.size = size;
+    where.metric = "bandwidth";
+    where.unit = "GB/s";
+    where.note = "one GPU: local -> local cudaMemcpyAsync (smoke), iterations = copies between the events";
+    s.point(where, [&] {
+      auto run = [&](int iters) {
+        BENCH_CUDA(cudaSetDevice(0));
+        timer.start(st);
+        for (int i = 0; i < iters; ++i)
+          BENCH_CUDA(cudaMemcpyAsync(dst.get(), src.get(), size, cudaMemcpyDeviceToDevice, st));
+        timer.stop(st);
+        return std::vector<double>{timer.ms()};
+      };
+      auto value = [&](std::vector<double> const& ms, int iters) {
+        return bench::gbps(static_cast<double>(size), ms[0], iters);
+      };
+      return finish(where, bench::measure(plan, s.coll(), run, value));
+    });
+  }
+  BENCH_CUDA(cudaStreamDestroy(st));
+}
+
 void ce_copy(bench::session& s) {
   auto const& o = s.opt();
+  int count = 0;
+  BENCH_CUDA(cudaGetDeviceCount(&count));
+  if (count == 1) return ce_copy_local(s);
   bench_cuda::require_peer_access();
   constexpr std::size_t max_size = bench::GiB;
   bench::device_buffer<std::byte> src[2] = {{0, max_size}, {1, max_size}};

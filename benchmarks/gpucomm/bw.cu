@@ -60,7 +60,7 @@ void bandwidth(bench::session& s, char const* case_name, bool get) {
           for (std::size_t const size : sizes) {
             std::size_t const chunk = size / units / 8 * 8;
             if (chunk == 0) continue;  // fewer bytes than groups: NVSHMEM moves nothing there either
-            bench::row where = base_row<Transport>(case_name, 2);
+            bench::row where = base_row<Transport>(case_for<Transport>(case_name), 2);
             where.variant = bidir ? "bidir" : "uni";
             where.scope = name(sc);
             where.ctas = ctas;
@@ -128,5 +128,7 @@ void get_bw(bench::session& s) {
 
 template void put_bw<gpucomm::NVLinkStore>(bench::session&);
 template void get_bw<gpucomm::NVLinkStore>(bench::session&);
+template void put_bw<gpucomm::ProxyQueue>(bench::session&);
+template void get_bw<gpucomm::ProxyQueue>(bench::session&);
 
 }  // namespace gpucomm_bench

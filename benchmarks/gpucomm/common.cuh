@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../harness/device.cuh"
@@ -72,9 +73,24 @@ inline gpucomm::world make_world(int npes, std::size_t heap_bytes) {
   return gpucomm::world(devices, o);
 }
 
+/// The case name of Transport's rows: NVLinkStore's are the plain case ("put_bw"), another
+/// transport's a case of its own ("p2pcopy_put_bw", "proxyqueue_put_bw"), so that summaries never
+/// mix them.
+template <class Transport>
+std::string case_for(char const* base) {
+  if constexpr (std::is_same_v<Transport, gpucomm::NVLinkStore>) {
+    return base;
+  } else {
+    std::string prefix;
+    for (char const* c = Transport::name; *c; ++c)
+      prefix += static_cast<char>(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+    return prefix + "_" + base;
+  }
+}
+
 /// A row with the fields every gpucomm row shares.
 template <class Transport>
-bench::row base_row(char const* case_name, int npes) {
+bench::row base_row(std::string const& case_name, int npes) {
   bench::row r;
   r.case_name = case_name;
   r.library = "gpucomm";
@@ -102,6 +118,8 @@ template <class Transport>
 void barrier_latency(bench::session&);
 template <class Transport>
 void all_reduce(bench::session&);
-void p2pcopy_put_bw(bench::session&);  // P2PCopy alone (p2p_bw.cu)
+void p2pcopy_put_bw(bench::session&);   // P2PCopy alone (p2p_bw.cu)
+void proxyqueue_ring(bench::session&);  // ProxyQueue alone (proxy.cu)
+void proxyqueue_command_rate(bench::session&);
 
 }  // namespace gpucomm_bench

@@ -129,7 +129,7 @@ void put_latency(bench::session& s) {
   for (scope const sc : all_scopes) {
     int const threads = bench::latency_threads(sc);
     for (std::size_t const size : bench::geometric(4, max_size, o.quick ? 4 : 2)) {
-      bench::row where = base_row<Transport>("put_latency", 2);
+      bench::row where = base_row<Transport>(case_for<Transport>("put_latency"), 2);
       where.variant = "put_nbi+quiet";
       where.scope = name(sc);
       where.ctas = 1;
@@ -283,6 +283,7 @@ void atomic_rate(bench::session& s) {
 }
 
 template void put_latency<gpucomm::NVLinkStore>(bench::session&);
+template void put_latency<gpucomm::ProxyQueue>(bench::session&);
 template void p_latency<gpucomm::NVLinkStore>(bench::session&);
 template void atomic_latency<gpucomm::NVLinkStore>(bench::session&);
 template void atomic_rate<gpucomm::NVLinkStore>(bench::session&);

@@ -1,5 +1,6 @@
 // bench_gpucomm: gpucomm's cases on comm<NVLinkStore> (and P2PCopy's: p2pcopy_put_bw,
-// p2pcopy_put_signal_pingpong), one process over GPUs 0..npes-1.
+// p2pcopy_put_signal_pingpong; ProxyQueue's: proxyqueue_put_bw, _get_bw, _put_latency,
+// _put_signal_pingpong, _ring, _command_rate), one process over GPUs 0..npes-1.
 //   bench_gpucomm --case put_bw --out rows.jsonl [--quick] [--npes N] [--budget-s S]
 // Point-to-point cases use PEs 0 and 1; barrier and all_reduce use --npes PEs.
 #include "common.cuh"
@@ -19,6 +20,12 @@ int main(int argc, char** argv) {
       {"all_reduce", gb::all_reduce<T>},
       {"p2pcopy_put_bw", gb::p2pcopy_put_bw},
       {"p2pcopy_put_signal_pingpong", gb::put_signal_pingpong<gpucomm::P2PCopy>},
+      {"proxyqueue_put_bw", gb::put_bw<gpucomm::ProxyQueue>},
+      {"proxyqueue_get_bw", gb::get_bw<gpucomm::ProxyQueue>},
+      {"proxyqueue_put_latency", gb::put_latency<gpucomm::ProxyQueue>},
+      {"proxyqueue_put_signal_pingpong", gb::put_signal_pingpong<gpucomm::ProxyQueue>},
+      {"proxyqueue_ring", gb::proxyqueue_ring},
+      {"proxyqueue_command_rate", gb::proxyqueue_command_rate},
   };
   int count = 0;
   std::vector<int> devices;

@@ -100,9 +100,7 @@ void put_signal_pingpong(bench::session& s) {
     for (std::size_t const size : bench::geometric(8, max_size, o.quick ? 8 : 2)) {
       bench::plan const plan =
           bench::latency_plan(o, size >= 64 * bench::KiB ? 100 : 500, size >= 64 * bench::KiB ? 50 : 200);
-      // P2PCopy's rows are a case of their own, so summaries of NVLinkStore's never mix them in.
-      bench::row where = base_row<Transport>(
-          requires { typename Transport::staging; } ? "p2pcopy_put_signal_pingpong" : "put_signal_pingpong", 2);
+      bench::row where = base_row<Transport>(case_for<Transport>("put_signal_pingpong"), 2);
       where.variant = "set";
       where.scope = name(sc);
       where.ctas = 1;
@@ -246,6 +244,7 @@ void all_reduce(bench::session& s) {
 
 template void put_signal_pingpong<gpucomm::NVLinkStore>(bench::session&);
 template void put_signal_pingpong<gpucomm::P2PCopy>(bench::session&);
+template void put_signal_pingpong<gpucomm::ProxyQueue>(bench::session&);
 template void barrier_latency<gpucomm::NVLinkStore>(bench::session&);
 template void all_reduce<gpucomm::NVLinkStore>(bench::session&);
 
