@@ -94,6 +94,7 @@ class world {
   /// GPUs when empty.
   explicit world(std::vector<int> devices = {}, world_options options = {}) {
     constexpr char const* call = "world (single process)";
+    widen_hardware_queues();
     int count = 0;
     cudaError_t const rc = cudaGetDeviceCount(&count);
     if (rc == cudaErrorNoDevice || rc == cudaErrorInsufficientDriver || (rc == cudaSuccess && count == 0)) {
@@ -131,6 +132,7 @@ class world {
   requires(!std::is_convertible_v<B, std::vector<int>>) world(B&& boot, int device, world_options options = {})
       : boot_(std::forward<B>(boot)) {
     constexpr char const* call = "world (one process per GPU)";
+    widen_hardware_queues();
     int const rank = boot_.rank();
     npes_ = boot_.size();
     // Checks that need no GPU come first, and are collective, so every process fails together.
@@ -428,6 +430,13 @@ class world {
                   "launch as many processes (or list as many GPUs) as world_options::expected_pes says");
     }
   }
+
+  /// CUDA_DEVICE_MAX_CONNECTIONS = 32 (the most) unless the program set it: CUDA multiplexes
+  /// streams onto that many hardware queues per context (default 8), and work queued behind a
+  /// kernel in a shared queue waits for it. A proxy's copy queued behind a kernel that waits for
+  /// that copy (ProxyQueue) would never run. Read when a context is created, so this takes effect
+  /// only if no CUDA context exists yet in the process.
+  static void widen_hardware_queues() { ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
 
   static std::uint64_t host_id() {
     char name[256] = {};

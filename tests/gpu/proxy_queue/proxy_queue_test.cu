@@ -2,7 +2,7 @@
 // rings of 64 commands):
 //   - far more commands than the ring holds, from every thread of several CTAs at once, blocking
 //     and non-blocking mixed; every byte checked at the receiver against the sender's pattern;
-//   - the same with one proxy thread per PE instead of one per process (a world of its own);
+//   - the same with one proxy thread for the process instead of one per PE (a world of its own);
 //   - local buffers the copy engine cannot reach (shared memory) and ones outside the heap it can
 //     (cudaMalloc'd), both ways, and put_signal from each;
 //   - commands still in flight when the world goes: the kernels end without quiet, the world is
@@ -85,9 +85,10 @@ TEST_CASE("ProxyQueue: far more commands than the ring holds, from every thread 
   run_many_commands(the_world(), 8, 128, 8, 7001);
 }
 
-TEST_CASE("ProxyQueue: one proxy thread per PE", "[proxy]") {
+TEST_CASE("ProxyQueue: one proxy thread for all local PEs", "[proxy]") {
+  // The suite's other tests run with the default, a thread per PE.
   auto w = gpucomm::test::make_world();
-  w->configure<gpucomm::ProxyQueue>({.log_depth = 5, .threads = gpucomm::proxy_threads::per_pe});
+  w->configure<gpucomm::ProxyQueue>({.log_depth = 5, .threads = gpucomm::proxy_threads::per_process});
   run_many_commands(*w, 4, 128, 8, 7002);
 }
 

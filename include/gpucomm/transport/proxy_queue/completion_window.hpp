@@ -9,6 +9,7 @@
 #include <deque>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace gpucomm::proxy_queue {
 
@@ -37,6 +38,14 @@ class completion_window {
       ++low_;
     }
     return low_;
+  }
+
+  /// The tickets read and not yet completed, in order.
+  std::vector<std::uint64_t> unfinished() const {
+    std::vector<std::uint64_t> out;
+    for (std::size_t i = 0; i < done_.size(); ++i)
+      if (!done_[i]) out.push_back(low_ + i);
+    return out;
   }
 
   /// Every ticket below this has taken effect (what the proxy publishes as `completed`).

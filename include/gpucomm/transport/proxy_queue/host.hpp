@@ -185,11 +185,27 @@ class proxy_queue_host {
     l->ring.pe = pe;
     l->ring.device = device;
     l->ring.reader = proxy_queue::ring_reader(ring);
+    l->ring.failures = &failures_;
     l->ring.engine = std::make_unique<copy_engine_backend>(
         copy_engine_backend::placement{pe, device, world_->npes(), world_->heap_layout().base,
-                                       world_->heap_layout().stride},
+                                       world_->heap_layout().stride, stream_per_peer()},
         failures_);
     return l;
+  }
+
+  /// Whether every local PE can have a stream per peer without the proxy's streams and the world's
+  /// outnumbering the GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, which the world sets to
+  /// 32 unless the program set it; CUDA's default is 8). Beyond that, streams share queues and a
+  /// copy may wait behind a kernel that waits for it; one stream per PE keeps the count low.
+  bool stream_per_peer() const {
+    long connections = 8;
+    if (char const* env = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) {
+      char* end = nullptr;
+      long const v = std::strtol(env, &end, 10);
+      if (end != env && *end == '\0' && v > 0) connections = v;
+    }
+    long const locals = static_cast<long>(world_->local_pes().size());
+    return locals * (1 + world_->npes()) <= connections;
   }
 
   local const& local_of(int pe) const {
@@ -226,7 +242,8 @@ class proxy_queue_host {
 
   static std::string describe(proxy_failure const& f, std::uint64_t count) {
     return "the " + f.op_name() + " of " + std::to_string(f.bytes) + " bytes from PE " + std::to_string(f.pe) +
-           " to PE " + std::to_string(f.peer) + " (ticket " + std::to_string(f.ticket) + ") failed: " + f.what +
+           (f.peer >= 0 ? " to PE " + std::to_string(f.peer) : std::string(" to its peers")) + " (ticket " +
+           std::to_string(f.ticket) + ") failed: " + f.what +
            (count > 1 ? " (" + std::to_string(count - 1) + " more failed commands)" : "");
   }
 

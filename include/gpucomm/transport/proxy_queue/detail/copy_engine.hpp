@@ -3,7 +3,10 @@
 // through the mapped heap (same host, same GPU included). Host only; run by a proxy thread.
 //
 // One stream per peer on the PE's GPU, so one PE's commands to a peer are carried out after the
-// ones it posted before (up to the batching below), and commands to different peers overlap:
+// ones it posted before (up to the batching below), and commands to different peers overlap; or,
+// where the streams would outnumber the GPU's hardware queues (host.hpp decides), one stream per PE
+// for all its peers. A stream that shares a hardware queue with a kernel's stream waits behind
+// that kernel, and a kernel that waits for the copy would then never end:
 //   put         a copy (peer's dst <- src) on the peer's stream;
 //   get         a copy (dst <- peer's src) on the peer's stream;
 //   put_signal  the put, then cuStreamWriteValue64(peer's signal word, value) on the same stream:
@@ -51,11 +54,12 @@ namespace gpucomm::detail {
 class copy_engine_backend {
  public:
   struct placement {
-    int pe = 0;              ///< the local PE whose commands this backend carries out
-    int device = 0;          ///< its GPU
-    int npes = 0;            ///< PEs in the world
-    char* heap = nullptr;    ///< PE 0's heap slot in this process (heap_layout::base)
-    std::size_t stride = 0;  ///< bytes between PEs' slots
+    int pe = 0;                   ///< the local PE whose commands this backend carries out
+    int device = 0;               ///< its GPU
+    int npes = 0;                 ///< PEs in the world
+    char* heap = nullptr;         ///< PE 0's heap slot in this process (heap_layout::base)
+    std::size_t stride = 0;       ///< bytes between PEs' slots
+    bool stream_per_peer = true;  ///< one stream per peer, or one for all
   };
 
   copy_engine_backend(placement const& p, proxy_failures& failures) : at_(p), failures_(&failures) {
@@ -65,7 +69,7 @@ class copy_engine_backend {
                                      cudaHostAllocMapped | cudaHostAllocPortable),
                        p.pe);
     for (std::size_t i = 0; i < n * words_per_line; ++i) done_[i] = 0;
-    lanes_.resize(n);
+    lanes_.resize(p.stream_per_peer ? n : 1);
     for (auto& l : lanes_) GPUCOMM_CUDA_CHECK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking), p.pe);
   }
 
@@ -89,7 +93,8 @@ class copy_engine_backend {
     using proxy_queue::command_op;
     if (c.op == command_op::nop) return true;
     if (c.pe < 0 || c.pe >= at_.npes) return refuse(c, ticket, "its target PE is outside the world");
-    lane& l = lanes_[static_cast<std::size_t>(c.pe)];
+    std::size_t const lane_index = at_.stream_per_peer ? static_cast<std::size_t>(c.pe) : 0;
+    lane& l = lanes_[lane_index];
     std::uint64_t const to_peer =
         static_cast<std::uint64_t>(static_cast<std::int64_t>(c.pe - at_.pe) * static_cast<std::int64_t>(at_.stride));
     switch (c.op) {
@@ -103,7 +108,7 @@ class copy_engine_backend {
         if (c.bytes != 0) l.gather(c.dst + to_peer, c.src, c.bytes, ticket);
         if (c.op == command_op::put_signal) {
           // The data (and every copy gathered before it) first, then the signal, in stream order.
-          if (!l.gathered.empty() && !send_gathered(c.pe)) {
+          if (!l.gathered.empty() && !send_gathered(lane_index)) {
             if (c.bytes != 0) return false;  // recorded with the batch; poll() completes its ticket
             return fail(c, ticket, "refused", "the copies before it failed");
           }
@@ -114,7 +119,7 @@ class copy_engine_backend {
         } else if (c.bytes == 0) {
           return true;
         } else {
-          if (l.gathered.size() >= max_gathered) send_gathered(c.pe);
+          if (l.gathered.size() >= max_gathered) send_gathered(lane_index);
           return false;  // tracked through the gathered copy
         }
         break;
@@ -125,7 +130,7 @@ class copy_engine_backend {
                         "its destination is not memory CUDA knows (device, or pinned and mapped host memory)");
         if (c.bytes == 0) return true;
         l.gather(c.dst, c.src + to_peer, c.bytes, ticket);
-        if (l.gathered.size() >= max_gathered) send_gathered(c.pe);
+        if (l.gathered.size() >= max_gathered) send_gathered(lane_index);
         return false;
       default:
         return refuse(c, ticket, "the copy-engine backend does not carry this operation (the GPU does it itself)");
@@ -142,7 +147,7 @@ class copy_engine_backend {
   void mark() {
     for (std::size_t i = 0; i < lanes_.size(); ++i) {
       lane& l = lanes_[i];
-      if (!l.gathered.empty()) send_gathered(static_cast<int>(i));
+      if (!l.gathered.empty()) send_gathered(i);
       if (!l.unmarked || l.tickets.empty()) continue;
       l.unmarked = false;
       CUresult const cu = driver().cuStreamWriteValue64(l.stream, reinterpret_cast<CUdeviceptr>(done_word(i)),
@@ -183,6 +188,18 @@ class copy_engine_backend {
         if (rc != cudaSuccess && rc != cudaErrorNotReady) {
           fail_lane(i, std::string("the stream failed: ") + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")");
           for (; !failed_.empty(); failed_.pop_front()) done(failed_.front());
+        } else if (rc == cudaSuccess) {
+          // The stream is idle, so its last marker has been written: tickets still below it
+          // mean a marker was never sent for them. Never expected; reported, not waited on.
+          std::uint64_t const now_below = cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*done_word(i))
+                                              .load(cuda::memory_order_acquire);
+          if (!l.tickets.empty() && l.tickets.front() >= now_below) {
+            fail_lane(i, "the stream is idle but its completion word (" + std::to_string(now_below) +
+                             ") is not above ticket " + std::to_string(l.tickets.front()) + " (last " +
+                             std::to_string(l.tickets.back()) + ", unmarked " + std::to_string(l.unmarked) +
+                             ", gathered " + std::to_string(l.gathered.size()) + ")");
+            for (; !failed_.empty(); failed_.pop_front()) done(failed_.front());
+          }
         }
       }
     }
@@ -222,10 +239,10 @@ class copy_engine_backend {
     }
   };
 
-  /// Sends lane `peer`'s gathered copies as one call; their tickets are then tracked (or, if the
+  /// Sends lane `i`'s gathered copies as one call; their tickets are then tracked (or, if the
   /// call failed, recorded as failed and completed by the next poll()). Returns whether it worked.
-  bool send_gathered(int peer) {
-    lane& l = lanes_[static_cast<std::size_t>(peer)];
+  bool send_gathered(std::size_t i) {
+    lane& l = lanes_[i];
     cudaError_t rc = cudaSuccess;
     char const* call = "cudaMemcpyAsync";
     if (l.gathered.size() == 1) {
@@ -247,7 +264,7 @@ class copy_engine_backend {
       cudaGetLastError();  // a non-sticky error must not fail the proxy's next call
       std::uint64_t bytes = 0;
       for (std::size_t b : l.sizes) bytes += b;
-      failures_->record({at_.pe, peer, proxy_queue::command_op::nop, l.gathered.front(), bytes,
+      failures_->record({at_.pe, peer_of_lane(i), proxy_queue::command_op::nop, l.gathered.front(), bytes,
                          std::string(call) + ": " + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ") for " +
                              std::to_string(l.gathered.size()) + " copies from ticket " +
                              std::to_string(l.gathered.front())});
@@ -260,7 +277,9 @@ class copy_engine_backend {
     return sent;
   }
 
-  std::uint64_t* done_word(std::size_t peer) const { return done_ + peer * words_per_line; }
+  std::uint64_t* done_word(std::size_t lane) const { return done_ + lane * words_per_line; }
+  /// The peer lane `i` serves, or -1 when one lane serves them all.
+  int peer_of_lane(std::size_t i) const { return at_.stream_per_peer ? static_cast<int>(i) : -1; }
 
   bool in_slot(std::uint64_t address, std::uint64_t bytes) const {
     auto const begin = reinterpret_cast<std::uintptr_t>(at_.heap) + static_cast<std::uintptr_t>(at_.pe) * at_.stride;
@@ -296,8 +315,8 @@ class copy_engine_backend {
   void fail_lane(std::size_t i, std::string const& what) {
     lane& l = lanes_[i];
     if (l.tickets.empty()) return;
-    failures_->record({at_.pe, static_cast<int>(i), proxy_queue::command_op::nop, l.tickets.front(), 0,
-                       what + " (" + std::to_string(l.tickets.size()) + " commands on the stream to this peer)"});
+    failures_->record({at_.pe, peer_of_lane(i), proxy_queue::command_op::nop, l.tickets.front(), 0,
+                       what + " (" + std::to_string(l.tickets.size()) + " commands on the stream)"});
     for (std::uint64_t t : l.tickets) failed_.push_back(t);
     l.tickets.clear();
   }

@@ -37,7 +37,8 @@ struct proxy_ring {
   proxy_queue::ring_reader reader;
   proxy_queue::completion_window window;
   std::unique_ptr<copy_engine_backend> engine;
-  std::uint64_t published = 0;  // the `completed` last published
+  proxy_failures* failures = nullptr;  // where the thread reports what the backend cannot
+  std::uint64_t published = 0;         // the `completed` last published
 };
 
 class proxy_thread {
@@ -102,7 +103,17 @@ class proxy_thread {
     }
     if (read != 0) r.engine->mark();
     bool const in_flight = r.engine->busy();
-    if (in_flight) r.engine->poll([&](std::uint64_t t) { r.window.complete(t); });
+    if (in_flight) {
+      r.engine->poll([&](std::uint64_t t) { r.window.complete(t); });
+    } else if (r.window.in_flight() != 0) {
+      // Read, not complete, and nothing in flight that will complete them: a bookkeeping fault.
+      // Reported and completed, so that no GPU waits on them forever.
+      auto const lost = r.window.unfinished();
+      r.failures->record(
+          {r.pe, -1, proxy_queue::command_op::nop, lost.front(), 0,
+           "internal: " + std::to_string(lost.size()) + " commands were read but neither in flight nor complete"});
+      for (std::uint64_t t : lost) r.window.complete(t);
+    }
     if (r.window.low_water() != r.published) {
       r.published = r.window.low_water();
       r.reader.publish_completed(r.published);
