@@ -3,9 +3,14 @@
 // _put_signal_pingpong, _ring, _command_rate), one process over GPUs 0..npes-1.
 //   bench_gpucomm --case put_bw --out rows.jsonl [--quick] [--npes N] [--budget-s S]
 // Point-to-point cases use PEs 0 and 1; barrier and all_reduce use --npes PEs.
+#include <cstdlib>
+
 #include "common.cuh"
 
 int main(int argc, char** argv) {
+  // Before any CUDA call: ProxyQueue's copies must not share a hardware queue with queued kernels
+  // (docs/proxyqueue.md#hardware-queues-why-the-world-sets-cuda_device_max_connections).
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   using T = gpucomm::NVLinkStore;
   namespace gb = gpucomm_bench;
   std::vector<bench::case_entry> const cases{

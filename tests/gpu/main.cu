@@ -5,6 +5,8 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+
 #include "harness.cuh"
 
 #if GPUCOMM_TEST_HAVE_MPI
@@ -12,6 +14,9 @@
 #endif
 
 int main(int argc, char** argv) {
+  // Before any CUDA call: ProxyQueue's copies must not share a hardware queue with the suite's
+  // queued kernels (docs/proxyqueue.md#hardware-queues-why-the-world-sets-cuda_device_max_connections).
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   bool const mpi = gpucomm::test::under_mpi();
 #if GPUCOMM_TEST_HAVE_MPI
   if (mpi) MPI_Init(&argc, &argv);
