@@ -776,7 +776,7 @@ def markdown(doc, out):
     md.append(f"- GPUs: {doc['machine']['gpu_count_used']} x {doc['machine']['gpu_name']}, driver {doc['machine']['driver_version'] or 'n/a'}, "
               f"CUDA runtime {doc['machine']['cuda_runtime_version']}")
     md.append("- NVLink multicast off (NCCL_NVLS_ENABLE=0, NVSHMEM_DISABLE_NVLS=1); gpucomm: comm<NVLinkStore>, "
-              "except the p2pcopy_* cases (comm<P2PCopy>)")
+              "except the p2pcopy_* cases (comm<P2PCopy>) and the proxyqueue_* cases (comm<ProxyQueue>)")
     md.append(f"- semantics: {doc['semantics']}")
     md.append("")
     if doc.get("note"):
