@@ -29,6 +29,13 @@ static_assert(std::is_same_v<gpucomm::test::transport_under_test, gpucomm::Proxy
 
 constexpr std::size_t chunk = 64;  // bytes per command in the many-commands test
 
+/// How many bytes of `got` differ from PE `pe`'s pattern in test `salt` (ops/common.cuh).
+std::size_t bytes_differing(std::vector<unsigned char> const& got, std::uint64_t salt, int pe) {
+  std::size_t bad = 0;
+  for (std::size_t k = 0; k < got.size(); ++k) bad += got[k] != pattern_byte(salt, pe, k);
+  return bad;
+}
+
 struct many_args {
   proxy_comm c;
   sym_ptr<unsigned char> src;  // [threads * per_thread * chunk]: this PE's pattern
@@ -70,12 +77,8 @@ void run_many_commands(gpucomm::world& w, unsigned grid, unsigned block, int per
   finish(w);
   w.barrier();
   for (int pe : w.local_pes()) {
-    auto const got = download(w, pe, dst.ptr(pe), bytes);
-    auto const want = pattern_arena(salt, (pe + npes - 1) % npes, bytes);
-    std::size_t bad = 0;
-    for (std::size_t k = 0; k < bytes; ++k) bad += got[k] != want[k];
     INFO("PE " << pe << ": " << bytes << " bytes in " << bytes / chunk << " commands");
-    CHECK(bad == 0);
+    CHECK(bytes_differing(download(w, pe, dst.ptr(pe), bytes), salt, (pe + npes - 1) % npes) == 0);
   }
   w.barrier();
 }
@@ -235,11 +238,8 @@ TEST_CASE("ProxyQueue: commands in flight when the world goes are carried out be
     GPUCOMM_TEST_CUDA(cudaSetDevice(devices[pe]));
     std::vector<unsigned char> got(bytes);
     GPUCOMM_TEST_CUDA(cudaMemcpy(got.data(), out[pe], bytes, cudaMemcpyDeviceToHost));
-    auto const want = pattern_arena(salt, (pe + 1) % npes, bytes);
-    std::size_t bad = 0;
-    for (std::size_t k = 0; k < bytes; ++k) bad += got[k] != want[k];
     INFO("PE " << pe);
-    CHECK(bad == 0);
+    CHECK(bytes_differing(got, salt, (pe + 1) % npes) == 0);
     GPUCOMM_TEST_CUDA(cudaFree(out[pe]));
   }
 }
@@ -265,12 +265,8 @@ TEST_CASE("ProxyQueue: freeing a block while the proxy still copies from it wait
   });
   src.reset();  // at once: the gets may not even be issued yet
   for (int pe : w.local_pes()) {
-    auto const got = download(w, pe, out[pe], bytes);
-    auto const want = pattern_arena(salt, (pe + 1) % npes, bytes);
-    std::size_t bad = 0;
-    for (std::size_t k = 0; k < bytes; ++k) bad += got[k] != want[k];
     INFO("PE " << pe);
-    CHECK(bad == 0);
+    CHECK(bytes_differing(download(w, pe, out[pe], bytes), salt, (pe + 1) % npes) == 0);
     GPUCOMM_TEST_CUDA(cudaFree(out[pe]));
   }
   w.barrier();

@@ -63,29 +63,25 @@ class copy_engine_backend {
   };
 
   copy_engine_backend(placement const& p, proxy_failures& failures) : at_(p), failures_(&failures) {
-    GPUCOMM_CUDA_CHECK(cudaSetDevice(p.device), p.pe);
-    std::size_t const n = static_cast<std::size_t>(p.npes);
-    GPUCOMM_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&done_), n * words_per_line * sizeof(std::uint64_t),
-                                     cudaHostAllocMapped | cudaHostAllocPortable),
-                       p.pe);
-    for (std::size_t i = 0; i < n * words_per_line; ++i) done_[i] = 0;
-    lanes_.resize(p.stream_per_peer ? n : 1);
-    for (auto& l : lanes_) GPUCOMM_CUDA_CHECK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking), p.pe);
+    try {
+      GPUCOMM_CUDA_CHECK(cudaSetDevice(p.device), p.pe);
+      std::size_t const lanes = p.stream_per_peer ? static_cast<std::size_t>(p.npes) : 1;
+      GPUCOMM_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&done_), lanes * words_per_line * sizeof(std::uint64_t),
+                                       cudaHostAllocMapped | cudaHostAllocPortable),
+                         p.pe);
+      for (std::size_t i = 0; i < lanes * words_per_line; ++i) done_[i] = 0;
+      lanes_.resize(lanes);
+      for (auto& l : lanes_) GPUCOMM_CUDA_CHECK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking), p.pe);
+    } catch (...) {
+      release();  // what was made before the failing call
+      throw;
+    }
   }
 
   copy_engine_backend(copy_engine_backend const&) = delete;
   copy_engine_backend& operator=(copy_engine_backend const&) = delete;
 
-  ~copy_engine_backend() {
-    cudaSetDevice(at_.device);
-    for (auto& l : lanes_) {
-      if (l.stream != nullptr) {
-        cudaStreamSynchronize(l.stream);
-        cudaStreamDestroy(l.stream);
-      }
-    }
-    if (done_ != nullptr) cudaFreeHost(done_);
-  }
+  ~copy_engine_backend() { release(); }
 
   /// Carries out command `c` with ticket `ticket` (the proxy's thread, GPU current). Returns true
   /// when it is complete already: nothing to wait for, or refused or failed (and recorded).
@@ -275,6 +271,20 @@ class copy_engine_backend {
     l.sizes.clear();
     l.gathered.clear();
     return sent;
+  }
+
+  /// Waits for and destroys the streams, frees the completion words.
+  void release() noexcept {
+    cudaSetDevice(at_.device);
+    for (auto& l : lanes_) {
+      if (l.stream != nullptr) {
+        cudaStreamSynchronize(l.stream);
+        cudaStreamDestroy(l.stream);
+        l.stream = nullptr;
+      }
+    }
+    if (done_ != nullptr) cudaFreeHost(done_);
+    done_ = nullptr;
   }
 
   std::uint64_t* done_word(std::size_t lane) const { return done_ + lane * words_per_line; }
