@@ -259,6 +259,13 @@ if has_step tests; then
         run "${suite#gpucomm_gpu_}-one-process-$(layout "$n" "$p")" \
             env GPUCOMM_TEST_PES_PER_GPU="$p" "$build/tests/$suite" --order decl
       done
+      # ProxyQueue with one stream per PE for all its peers, the proxy's choice where per-peer
+      # streams would outnumber the GPU's hardware queues (never the case at these PE counts).
+      if [ "$suite" = gpucomm_gpu_tests_proxy ]; then
+        p=${pes_per_gpu##* }
+        run "${suite#gpucomm_gpu_}-one-process-$(layout "$n" "$p")-stream-per-pe" \
+            env GPUCOMM_TEST_PES_PER_GPU="$p" GPUCOMM_PROXY_STREAMS=per_pe "$build/tests/$suite" --order decl
+      fi
       if [ "$n" -ge 2 ] && [[ " $mpi_pes_per_gpu " == *" 1 "* ]]; then mpi_run "$n" 1 "$suite"; fi
     done
     unset CUDA_VISIBLE_DEVICES

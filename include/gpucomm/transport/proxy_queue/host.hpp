@@ -197,7 +197,15 @@ class proxy_queue_host {
   /// outnumbering the GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, which the world sets to
   /// 32 unless the program set it; CUDA's default is 8). Beyond that, streams share queues and a
   /// copy may wait behind a kernel that waits for it; one stream per PE keeps the count low.
+  /// GPUCOMM_PROXY_STREAMS=per_pe or per_peer overrides the choice (the tests run both).
   bool stream_per_peer() const {
+    if (char const* forced = std::getenv("GPUCOMM_PROXY_STREAMS")) {
+      std::string const v = forced;
+      if (v == "per_pe") return false;
+      if (v == "per_peer") return true;
+      throw error("ProxyQueue", world_->local_pes().front(), "GPUCOMM_PROXY_STREAMS=" + v + " is not a stream mode",
+                  "set it to per_peer or per_pe, or leave it unset");
+    }
     long connections = 8;
     if (char const* env = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) {
       char* end = nullptr;
