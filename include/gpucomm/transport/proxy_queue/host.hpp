@@ -52,8 +52,8 @@ class proxy_queue_host {
                           std::to_string(pe) +
                           ", and this version of ProxyQueue has only its copy-engine backend (peers on this host "
                           "with peer access); its NIC backend is not written yet (docs/proxyqueue.md)",
-                      "run every PE on GPUs of one host with peer access, or reach the other peers with IBGDAPost "
-                      "(route<ProxyQueue, IBGDAPost>)");
+                      "run every PE on GPUs of one host with peer access; across hosts use IBGDAPost, or "
+                      "route<NVLinkStore, IBGDAPost>");
         }
       }
     }
@@ -114,9 +114,6 @@ class proxy_queue_host {
                   "a kernel that took a ticket must publish it: did a kernel trap while posting?");
     }
   }
-
-  /// The peers the copy-engine backend reaches (for composite transports).
-  bool reaches(int from, int to) const { return world_->can_load_store(from, to); }
 
   /// world::synchronize(), after the streams: every command posted is complete; then the first
   /// failure recorded since the last call, thrown.
