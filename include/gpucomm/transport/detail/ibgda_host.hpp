@@ -31,6 +31,7 @@
 #include "../../verbs_gpu/send_queue.cuh"
 #include "../ibgda_post/options.hpp"
 #include "ibgda_state.hpp"
+#include "model_mesh.hpp"
 #include "nic_select.hpp"
 
 namespace gpucomm::detail {
@@ -174,13 +175,6 @@ class ibgda_host {
                 "ask only for the PEs in local_pes()");
   }
 
-  std::string address_of(int pe) const {
-    char name[96];
-    std::snprintf(name, sizeof(name), "gpucomm-nic-%016llx-%d", static_cast<unsigned long long>(world_->session_id()),
-                  pe);
-    return name;
-  }
-
   void set_up_model() {
     namespace vg = verbs_gpu;
     namespace vm = verbs_gpu::model;
@@ -190,8 +184,6 @@ class ibgda_host {
     std::size_t const ring_bytes = std::size_t{vg::wqebb_size} << log_depth;
     constexpr std::size_t control_bytes = 256;  // cqe [0, 64), QP dbrec 64, CQ dbrec 128, doorbell 192
     nic_ = std::make_unique<vm::nic>();
-    bool const multi = w.one_process_per_gpu();
-    if (multi) nic_->listen(address_of(w.local_pes().front()));
 
     for (int pe : w.local_pes()) {
       local l;
@@ -237,45 +229,14 @@ class ibgda_host {
       locals_.push_back(std::move(l));
     }
 
-    // Connect and exchange what the kernels need: every PE's heap base and rkey, and QP numbers.
-    struct announce {
-      std::uint64_t base;
-      std::uint32_t rkey;
-      std::uint32_t reserved;
-    };
-    std::vector<announce> peers(static_cast<std::size_t>(npes));
-    std::vector<std::uint32_t> qpns(static_cast<std::size_t>(npes) * nq);  // [pe][queue]
-    if (!multi) {
-      for (auto const& l : locals_) {
-        peers[static_cast<std::size_t>(l.pe)] = {reinterpret_cast<std::uint64_t>(l.slot), l.heap_key.rkey, 0};
-        for (std::size_t i = 0; i < nq; ++i) qpns[static_cast<std::size_t>(l.pe) * nq + i] = l.host_queues[i].qpn;
-      }
-    } else {
-      local const& l = locals_.front();
-      announce const mine{reinterpret_cast<std::uint64_t>(l.slot), l.heap_key.rkey, 0};
-      w.bootstrap().allgather(&mine, peers.data(), sizeof(announce));
-      std::vector<std::uint32_t> my_qpns(nq);
-      for (std::size_t i = 0; i < nq; ++i) my_qpns[i] = l.host_queues[i].qpn;
-      w.bootstrap().allgather(my_qpns.data(), qpns.data(), nq * sizeof(std::uint32_t));
-    }
-    int const k_count = qps_per_peer_;
-    auto qpn_of = [&](int from, int to, int k) {
-      return qpns[static_cast<std::size_t>(from) * nq + static_cast<std::size_t>(to) * k_count + k];
-    };
+    // Connect, and learn every PE's heap as the NIC reaches it.
+    std::vector<mesh_member> members;
     for (auto const& l : locals_) {
-      for (int to = 0; to < npes; ++to) {
-        for (int k = 0; k < k_count; ++k) {
-          std::uint32_t const mine = qpn_of(l.pe, to, k);
-          if (!multi) {
-            if (l.pe <= to) nic_->connect(mine, qpn_of(to, l.pe, k));
-          } else if (to == l.pe) {
-            nic_->connect(mine, mine);  // loopback
-          } else {
-            nic_->connect_remote(mine, address_of(to), qpn_of(to, l.pe, k));
-          }
-        }
-      }
+      mesh_member m{l.pe, {reinterpret_cast<std::uint64_t>(l.slot), l.heap_key.rkey, 0}, {}};
+      for (auto const& q : l.host_queues) m.qpns.push_back(q.qpn);
+      members.push_back(std::move(m));
     }
+    std::vector<nic_heap> const peers = connect_model_mesh(w, *nic_, "ibgda", members, qps_per_peer_);
     // Device tables.
     for (auto& l : locals_) {
       GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
@@ -292,7 +253,7 @@ class ibgda_host {
     }
     nic_->start();
     // Every process's model serves before any kernel posts.
-    if (multi) w.bootstrap().barrier();
+    if (w.one_process_per_gpu()) w.bootstrap().barrier();
   }
 
   int qps_per_peer_ = 2;

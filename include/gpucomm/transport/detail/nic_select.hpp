@@ -1,7 +1,7 @@
 #pragma once
-// Which NIC IBGDAPost drives: the user's choice (ibgda_options::nic, GPUCOMM_NIC) and, for real
-// hardware, the InfiniBand device closest to each GPU in the PCI tree. Host-only, no rdma-core:
-// the tree is read from sysfs, so the choice is unit-tested on machines without a NIC.
+// Which NIC IBGDAPost (and ProxyQueue's NIC backend) drives: the user's choice (ibgda_options::nic, GPUCOMM_NIC) and,
+// for real hardware, the InfiniBand device closest to each GPU in the PCI tree. Host-only, no rdma-core: the tree is
+// read from sysfs, so the choice is unit-tested on machines without a NIC.
 
 #include <dirent.h>
 #include <limits.h>
@@ -20,7 +20,8 @@ namespace gpucomm::detail {
 /// The NIC to use, from the option and the environment variable's value (`env`, may be null).
 /// An explicit option and a different explicit variable conflict: that is an error rather than a
 /// silent pick, so a job that asked for hardware never runs on the model by accident.
-inline nic_choice resolve_nic_choice(nic_choice option, char const* env, int pe) {
+inline nic_choice resolve_nic_choice(nic_choice option, char const* env, int pe, std::string const& who = "IBGDAPost",
+                                     std::string const& option_name = "ibgda_options::nic") {
   nic_choice from_env = nic_choice::automatic;
   if (env != nullptr && *env != '\0') {
     std::string v(env);
@@ -30,16 +31,15 @@ inline nic_choice resolve_nic_choice(nic_choice option, char const* env, int pe)
     else if (v == "hardware" || v == "hw")
       from_env = nic_choice::hardware;
     else if (v != "auto" && v != "automatic")
-      throw error("IBGDAPost (GPUCOMM_NIC)", pe, "GPUCOMM_NIC=" + std::string(env) + " is not a NIC choice",
+      throw error(who + " (GPUCOMM_NIC)", pe, "GPUCOMM_NIC=" + std::string(env) + " is not a NIC choice",
                   "set GPUCOMM_NIC to hardware, model or auto");
   }
   if (option == nic_choice::automatic) return from_env == nic_choice::automatic ? nic_choice::hardware : from_env;
   if (from_env != nic_choice::automatic && from_env != option) {
-    throw error("IBGDAPost (ibgda_options::nic)", pe,
-                std::string("ibgda_options::nic asks for the ") +
-                    (option == nic_choice::model ? "NIC model" : "hardware NIC") + " but GPUCOMM_NIC=" + env +
-                    " asks for the other",
-                "make them agree, or leave ibgda_options::nic at automatic and let GPUCOMM_NIC decide");
+    throw error(who + " (" + option_name + ")", pe,
+                option_name + " asks for the " + (option == nic_choice::model ? "NIC model" : "hardware NIC") +
+                    " but GPUCOMM_NIC=" + env + " asks for the other",
+                "make them agree, or leave " + option_name + " at automatic and let GPUCOMM_NIC decide");
   }
   return option;
 }

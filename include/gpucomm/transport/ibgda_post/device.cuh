@@ -57,6 +57,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <type_traits>
 
 #include "../../comm.cuh"
 #include "../../detail/device_check.cuh"
@@ -65,6 +66,7 @@
 #include "../../sym_ptr.hpp"
 #include "../../verbs_gpu/verbs_gpu.cuh"
 #include "../detail/ibgda_state.hpp"
+#include "../detail/nic_atomics.cuh"
 #include "../transport.hpp"
 #include "options.hpp"
 
@@ -159,47 +161,11 @@ struct IBGDAPost {
     U const v = bits<U>(value);
     U const cmpv = bits<U>(compare);
     constexpr bool fetching = Op != atomic_op::add && Op != atomic_op::set;
-    constexpr U all = ~U{0};
-    // What the NIC does for each op (operand order: the builders' own).
+    // What the NIC does for each op: detail/nic_atomics.cuh.
     auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) -> std::uint32_t {
-      verbs_gpu::local_buf const result = result_slot(c, q, s.index, sizeof(T));
-      if constexpr (Op == atomic_op::fetch_add || Op == atomic_op::add || Op == atomic_op::fetch) {
-        U const addend = Op == atomic_op::fetch ? U{0} : v;
-        if constexpr (sizeof(T) == 8)
-          return verbs_gpu::build_atomic_fa(s, result, to, addend);
-        else
-          return verbs_gpu::build_masked_fa32(s, result, to, addend, 0);
-      } else if constexpr (Op == atomic_op::fetch_xor) {
-        // Addition with every carry cut is xor.
-        if constexpr (sizeof(T) == 8)
-          return verbs_gpu::build_masked_fa64(s, result, to, v, all);
-        else
-          return verbs_gpu::build_masked_fa32(s, result, to, v, all);
-      } else if constexpr (Op == atomic_op::compare_swap && sizeof(T) == 8) {
-        return verbs_gpu::build_atomic_cs(s, result, to, cmpv, v);
-      } else {
-        // Masked compare-and-swap: (compare, swap, compare mask, swap mask).
-        U compare_v = 0, swap_v = 0, compare_mask = 0, swap_mask = all;
-        if constexpr (Op == atomic_op::compare_swap) {
-          compare_v = cmpv, swap_v = v, compare_mask = all;
-        } else if constexpr (Op == atomic_op::fetch_and) {
-          swap_v = 0, swap_mask = static_cast<U>(~v);  // clear the bits v lacks
-        } else if constexpr (Op == atomic_op::fetch_or) {
-          swap_v = all, swap_mask = v;  // set the bits v has
-        } else {
-          static_assert(Op == atomic_op::swap || Op == atomic_op::set);
-          swap_v = v;
-        }
-        if constexpr (sizeof(T) == 8)
-          return verbs_gpu::build_masked_cs64(s, result, to, compare_v, swap_v, compare_mask, swap_mask);
-        else
-          return verbs_gpu::build_masked_cs32(s, result, to, compare_v, swap_v, compare_mask, swap_mask);
-      }
+      return detail::build_nic_atomic<U>(Op, s, result_slot(c, q, s.index, sizeof(T)), to, v, cmpv);
     };
-    // A masked 64-bit compare-and-swap takes two WQEBBs.
-    constexpr bool masked_cs64 = sizeof(T) == 8 && (Op == atomic_op::fetch_and || Op == atomic_op::fetch_or ||
-                                                    Op == atomic_op::swap || Op == atomic_op::set);
-    constexpr std::uint32_t wqebbs = masked_cs64 ? 2 : 1;
+    constexpr std::uint32_t wqebbs = detail::nic_atomic_wqebbs(Op, sizeof(T));
     std::uint64_t index = 0;
     if (!posted(q.post(verbs_gpu::detail::one_thread{}, wqebbs, 1, build, verbs_gpu::post_flags::none, &index),
                 "atomic")) {
@@ -412,16 +378,18 @@ struct IBGDAPost {
   __device__ static bool post_signal(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q, sym_ptr<signal_t> sig,
                                      signal_t value, signal_op op, int pe, std::uint64_t* last) {
     verbs_gpu::remote_buf const to = remote(c, sig, pe);
-    if (op == signal_op::set) {
+    // One post per op, with the op a constant: the WQE's size and builder are fixed at compile time.
+    auto post_as = [&](auto op_constant) {
+      constexpr signal_op k = decltype(op_constant)::value;
       auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) {
-        return verbs_gpu::build_masked_cs64(s, result_slot(c, q, s.index, 8), to, 0, value, 0, ~signal_t{0});
+        return detail::build_nic_signal(k, s, result_slot(c, q, s.index, 8), to, value);
       };
-      return posted(q.post(verbs_gpu::detail::one_thread{}, 2, 1, build, verbs_gpu::post_flags::fence, last), "signal");
-    }
-    auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) {
-      return verbs_gpu::build_atomic_fa(s, result_slot(c, q, s.index, 8), to, value);
+      return posted(q.post(verbs_gpu::detail::one_thread{}, detail::nic_signal_wqebbs(k), 1, build,
+                           verbs_gpu::post_flags::fence, last),
+                    "signal");
     };
-    return posted(q.post(verbs_gpu::detail::one_thread{}, 1, 1, build, verbs_gpu::post_flags::fence, last), "signal");
+    if (op == signal_op::set) return post_as(std::integral_constant<signal_op, signal_op::set>{});
+    return post_as(std::integral_constant<signal_op, signal_op::add>{});
   }
 #endif  // __CUDACC__
 };
