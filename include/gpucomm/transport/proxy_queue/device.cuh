@@ -44,13 +44,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <type_traits>
 
 #include "../../comm.cuh"
+#include "../../detail/bounded_wait.cuh"
 #include "../../detail/copy.cuh"
 #include "../../detail/device_check.cuh"
 #include "../../group.cuh"
 #include "../../ops.hpp"
 #include "../../sym_ptr.hpp"
+#include "../../verbs_gpu/wqe.cuh"
 #include "../../team.hpp"
 #include "../nvlink_store/device.cuh"
 #include "../transport.hpp"
@@ -81,6 +85,7 @@ struct ProxyQueue {
     detail::check_pe(pe, c.npes());
     std::size_t const bytes = n * sizeof(T);
     if (!engine_reaches(src)) {
+      refuse_if_nic(c, pe, "put");
       detail::group_copy(g, peer_address(c, dst, pe), src, bytes);
       if (blocking) group_sync(g);
       return;
@@ -99,6 +104,7 @@ struct ProxyQueue {
     detail::check_pe(pe, c.npes());
     std::size_t const bytes = n * sizeof(T);
     if (!engine_reaches(dst)) {
+      refuse_if_nic(c, pe, "get");
       detail::group_copy(g, dst, peer_address(c, src, pe), bytes);
       if (blocking) group_sync(g);
       return;
@@ -116,44 +122,74 @@ struct ProxyQueue {
                                     sym_ptr<signal_t> sig, signal_t value, signal_op op, int pe, bool blocking) {
     detail::check_pe(pe, c.npes());
     std::size_t const bytes = n * sizeof(T);
+    std::uint8_t const path = path_to(c, pe);
     if (!engine_reaches(src)) {
+      refuse_if_nic(c, pe, "put_signal");
       detail::group_copy(g, peer_address(c, dst, pe), src, bytes);
-      NVLinkStore::signal(as_nvlink(c), g, sig, value, op, pe);
+      signal(c, g, sig, value, op, pe);  // its group sync orders the copy's stores before the update
       return;
     }
     group_sync(g);  // every thread's writes of src before the leader's post
     if (is_leader(g)) {
-      if (op == signal_op::set) {
+      // One command where one backend does both halves in order: the NIC (a write, then a fenced
+      // atomic on the same QP), or the copy engine with a `set` (a stream write after the copy).
+      if ((path & detail::proxy_data_nic) != 0 || (op == signal_op::set && path == 0)) {
         proxy_queue::command cmd = command_for(proxy_queue::command_op::put_signal, dst.get(), src, bytes, pe);
         cmd.signal = reinterpret_cast<std::uintptr_t>(sig.get());
         cmd.value = value;
-        cmd.signal_op = static_cast<std::uint8_t>(signal_op::set);
+        cmd.signal_op = static_cast<std::uint8_t>(op);
         std::uint64_t const t = post(c, cmd, "put_signal");
         if (blocking) wait(c, t, "put_signal");
       } else {
+        // The data by the copy engine, complete, then the update in the word's atomicity domain.
         if (bytes != 0)
           wait(c, post(c, command_for(proxy_queue::command_op::put, dst.get(), src, bytes, pe), "put_signal"),
                "put_signal");
-        // Release at system scope after the acquire of the completion: a waiter that acquires
-        // the sum sees the data.
-        cuda::atomic_ref<signal_t, cuda::thread_scope_system>(*peer_address(c, sig, pe))
-            .fetch_add(value, cuda::memory_order_release);
+        std::uint64_t const t = update_signal(c, sig, value, op, pe, path);
+        if (blocking && t != no_ticket) wait(c, t, "put_signal");
       }
     }
-    if (blocking || op == signal_op::add) group_sync(g);
+    if (blocking || op == signal_op::add || path != 0) group_sync(g);
   }
 
   template <group G>
   __device__ static void signal(comm<ProxyQueue> const& c, G const& g, sym_ptr<signal_t> sig, signal_t value,
                                 signal_op op, int pe) {
     detail::check_pe(pe, c.npes());
-    NVLinkStore::signal(as_nvlink(c), g, sig, value, op, pe);
+    std::uint8_t const path = path_to(c, pe);
+    if ((path & detail::proxy_atomics_nic) == 0) return NVLinkStore::signal(as_nvlink(c), g, sig, value, op, pe);
+    group_sync(g);  // the group's earlier writes before the leader's post (a release at system scope)
+    if (is_leader(g)) update_signal(c, sig, value, op, pe, path);
   }
 
+  /// Called by the group's leader only (comm.cuh).
   template <atomic_op Op, class T>
   __device__ static T atomic(comm<ProxyQueue> const& c, sym_ptr<T> target, T value, T compare, int pe) {
     detail::check_pe(pe, c.npes());
-    return NVLinkStore::atomic<Op>(as_nvlink(c), target, value, compare, pe);
+    if ((path_to(c, pe) & detail::proxy_atomics_nic) == 0)
+      return NVLinkStore::atomic<Op>(as_nvlink(c), target, value, compare, pe);
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "gpucomm: ProxyQueue atomics take 32- or 64-bit integers");
+    using U = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+    constexpr bool fetching = Op != atomic_op::add && Op != atomic_op::set;
+    // A fetching atomic's value lands in a result slot this thread holds until it has read it; the
+    // others name none (the NIC backend gives their old values a slot nobody reads).
+    std::uint32_t const slot = fetching ? claim_result_slot(c) : 0;
+    std::uint64_t const* result = fetching ? c.state().results + slot : nullptr;
+    proxy_queue::command cmd = command_for(proxy_queue::command_op::atomic, target.get(), result, sizeof(T), pe);
+    cmd.atomic_op = static_cast<std::uint8_t>(Op);
+    cmd.value = bits<U>(value);
+    cmd.aux = bits<U>(compare);
+    std::uint64_t const t = post(c, cmd, "atomic");
+    if constexpr (!fetching) {
+      return T{};  // complete after quiet
+    } else {
+      wait(c, t, "atomic");
+      T const old = from_bits<T>(read_result<U>(result));
+      // Release: the read above happens before the slot's next holder claims it (acquire).
+      cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(c.state().result_claims[slot])
+          .store(0u, cuda::memory_order_release);
+      return old;
+    }
   }
 
   template <group G>
@@ -162,13 +198,112 @@ struct ProxyQueue {
     NVLinkStore::quiet(as_nvlink(c), g);
   }
 
+  /// NVLinkStore's barrier where every flag is written by the GPU itself; with NIC peers, the
+  /// contract's epoch barrier, whose flags go through signal() (so through the NIC to them).
   template <group G>
   __device__ static void barrier(comm<ProxyQueue> const& c, G const& g, team const& t) {
+    if (c.state().paths != nullptr) return contract::barrier(c, g, t);
     complete_posted(c, g);
     NVLinkStore::barrier(as_nvlink(c), g, t);
   }
 
  private:
+  static constexpr std::uint64_t no_ticket = ~std::uint64_t{0};
+
+  /// How this PE reaches pe (proxy_path bits); 0 when no peer is reached through the NIC.
+  __device__ static GPUCOMM_FORCEINLINE std::uint8_t path_to(comm<ProxyQueue> const& c, int pe) {
+    std::uint8_t const* paths = c.state().paths;
+    return paths == nullptr ? std::uint8_t{0} : paths[pe];
+  }
+
+  /// Traps when pe's data goes through the NIC: a local buffer the copy engine cannot reach (shared
+  /// or local memory), the NIC cannot either.
+  __device__ static void refuse_if_nic(comm<ProxyQueue> const& c, int pe, char const* op) {
+    if ((path_to(c, pe) & detail::proxy_data_nic) != 0) {
+      detail::device_misuse(op,
+                            "ProxyQueue reaches this PE through the NIC, which takes local buffers in the symmetric "
+                            "heap only, and this one is in shared or local memory");
+    }
+  }
+
+  /// The leader's signal update in the word's atomicity domain: the GPU's own release at system
+  /// scope, or a command to the NIC backend (fenced behind this PE's earlier commands to pe on
+  /// the same QP). Returns the command's ticket, or no_ticket when the GPU did it.
+  __device__ static std::uint64_t update_signal(comm<ProxyQueue> const& c, sym_ptr<signal_t> sig, signal_t value,
+                                                signal_op op, int pe, std::uint8_t path) {
+    signal_t* word = peer_address_if_gpu(c, sig, pe, path);
+    if (word != nullptr) {
+      cuda::atomic_ref<signal_t, cuda::thread_scope_system> ref(*word);
+      if (op == signal_op::set)
+        ref.store(value, cuda::memory_order_release);
+      else
+        ref.fetch_add(value, cuda::memory_order_release);
+      return no_ticket;
+    }
+    proxy_queue::command cmd = command_for(proxy_queue::command_op::signal, nullptr, nullptr, 0, pe);
+    cmd.signal = reinterpret_cast<std::uintptr_t>(sig.get());
+    cmd.value = value;
+    cmd.signal_op = static_cast<std::uint8_t>(op);
+    return post(c, cmd, "signal");
+  }
+
+  /// pe's copy of p when its atomics are the GPU's, else null.
+  template <class T>
+  __device__ static T* peer_address_if_gpu(comm<ProxyQueue> const& c, sym_ptr<T> p, int pe, std::uint8_t path) {
+    return (path & detail::proxy_atomics_nic) != 0 ? nullptr : peer_address(c, p, pe);
+  }
+
+  template <class U, class T>
+  __device__ static U bits(T v) {
+    U u = 0;
+    memcpy(&u, &v, sizeof(T));
+    return u;
+  }
+  template <class T, class U>
+  __device__ static T from_bits(U u) {
+    T v;
+    memcpy(&v, &u, sizeof(T));
+    return v;
+  }
+
+  /// Claims a free result slot (result_claims 0 -> 1), starting from one picked by the calling
+  /// thread's position so that concurrent callers rarely collide; waits while all are held.
+  __device__ static std::uint32_t claim_result_slot(comm<ProxyQueue> const& c) {
+    device_state const& s = c.state();
+    std::uint32_t const mask = s.result_slots - 1;
+    unsigned const block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    unsigned const thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    std::uint32_t i = (block * 131u + thread) & mask;
+    gpucomm::detail::deadline const dl(s.ring.timeout_ns);
+    for (std::uint32_t tries = 1;; ++tries, i = (i + 1) & mask) {
+      std::uint32_t expected = 0;
+      // Acquire: the previous holder's read of the slot happens before this holder's command.
+      if (cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(s.result_claims[i])
+              .compare_exchange_strong(expected, 1u, cuda::memory_order_acquire, cuda::memory_order_relaxed)) {
+        return i;
+      }
+      if (tries % s.result_slots == 0) {
+        if (dl.expired()) detail::device_misuse("atomic", "no result slot came free (is the world still alive?)");
+        gpucomm::detail::spin_pause();
+      }
+    }
+  }
+
+  /// The value the NIC fetched into `slot`, once its command is complete.
+  template <class U>
+  __device__ static U read_result(std::uint64_t const* slot) {
+    // Relaxed: the NIC wrote it before the completion that wait() acquired at system scope.
+    std::uint64_t const raw =
+        cuda::atomic_ref<std::uint64_t const, cuda::thread_scope_system>(*slot).load(cuda::memory_order_relaxed);
+    if constexpr (sizeof(U) == 4) {
+      std::uint32_t word = 0;
+      memcpy(&word, &raw, sizeof(word));  // a 4-byte result is the slot's first bytes
+      return verbs_gpu::fetched32(word);
+    } else {
+      return raw;
+    }
+  }
+
   /// Whether the copy engine can reach a local buffer: global memory (device or mapped host), not
   /// the calling CTA's shared memory or a thread's local memory.
   __device__ static GPUCOMM_FORCEINLINE bool engine_reaches(void const* p) { return __isGlobal(p) != 0; }

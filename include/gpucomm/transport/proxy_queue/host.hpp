@@ -30,7 +30,11 @@
 #include "../../host/world.hpp"
 #include "command_ring.cuh"
 #include "detail/copy_engine.hpp"
+#include "../../verbs_gpu/model/nic_model.hpp"
+#include "../detail/model_mesh.hpp"
+#include "../detail/nic_select.hpp"
 #include "detail/failures.hpp"
+#include "detail/nic_backend.hpp"
 #include "detail/proxy_thread.hpp"
 #include "options.hpp"
 #include "state.hpp"
@@ -44,20 +48,9 @@ class proxy_queue_host {
     log_depth_ = log_depth_from(options.log_depth, first);
     int const cpu = cpu_from(options.cpu, first);
     proxy_threads const threads = threads_from(options.threads, first);
-    for (int pe : w.local_pes()) {
-      for (int to = 0; to < w.npes(); ++to) {
-        if (!w.can_load_store(pe, to)) {
-          throw error("world::comm<ProxyQueue>", pe,
-                      "PE " + std::to_string(to) + " cannot be reached through the mapped heap from PE " +
-                          std::to_string(pe) +
-                          ", and this version of ProxyQueue has only its copy-engine backend (peers on this host "
-                          "with peer access); its NIC backend is not written yet (docs/proxyqueue.md)",
-                      "run every PE on GPUs of one host with peer access; across hosts use IBGDAPost, or "
-                      "route<NVLinkStore, IBGDAPost>");
-        }
-      }
-    }
+    paths_ = choose_paths(w, backends_from(options.backends, first));
     for (int pe : w.local_pes()) locals_.push_back(make_local(pe));
+    if (!paths_.empty()) set_up_nic(options, first);
     if (threads == proxy_threads::per_pe) {
       for (std::size_t i = 0; i < locals_.size(); ++i) {
         threads_.push_back(std::make_unique<proxy_thread>(std::vector<proxy_ring*>{&locals_[i]->ring},
@@ -86,6 +79,7 @@ class proxy_queue_host {
     if (!left.empty()) std::fprintf(stderr, "gpucomm: ProxyQueue teardown: %s\n", left.c_str());
     if (world_->one_process_per_gpu()) world_->bootstrap().barrier();
     threads_.clear();
+    if (nic_) nic_->stop();  // before the queues and registered memory it reads go (with locals_)
     std::uint64_t count = 0;
     if (auto const f = failures_.take(count)) std::fprintf(stderr, "%s\n", describe(*f, count).c_str());
   }
@@ -98,6 +92,10 @@ class proxy_queue_host {
     s.ring.counters = l.counters.get();
     s.ring.producers = l.producers.get();
     s.stride = world_->heap_layout().stride;
+    s.paths = l.paths.get();
+    s.results = l.results.get();
+    s.result_claims = l.claims.get();
+    s.result_slots = l.results ? static_cast<std::uint32_t>(std::size_t{1} << log_depth_) : 0;
     return s;
   }
 
@@ -150,6 +148,9 @@ class proxy_queue_host {
     std::unique_ptr<proxy_queue::command[], host_free<proxy_queue::command>> slots;
     std::unique_ptr<proxy_queue::ring_counters, host_free<proxy_queue::ring_counters>> counters;
     std::unique_ptr<proxy_queue::producer_words, device_free<proxy_queue::producer_words>> producers;
+    std::unique_ptr<std::uint8_t[], device_free<std::uint8_t>> paths;      // [peer], with a NIC backend
+    std::unique_ptr<std::uint64_t[], device_free<std::uint64_t>> results;  // [slots + 1], with a NIC backend
+    std::unique_ptr<std::uint32_t[], device_free<std::uint32_t>> claims;   // [slots], with a NIC backend
     proxy_ring ring;
   };
 
@@ -188,6 +189,118 @@ class proxy_queue_host {
                                        world_->heap_layout().stride, stream_per_peer()},
         failures_);
     return l;
+  }
+
+  /// proxy_path bits, [from * npes + to]; empty when no PE reaches another through the NIC. A
+  /// PE's memory whose data some PE reaches through the NIC takes every signal and atomic through
+  /// the NIC too: one atomicity domain per word, whoever updates it.
+  static std::vector<std::uint8_t> choose_paths(world const& w, proxy_backends backends) {
+    auto const npes = static_cast<std::size_t>(w.npes());
+    std::vector<std::uint8_t> paths(npes * npes, 0);
+    bool any = false;
+    for (std::size_t from = 0; from < npes; ++from) {
+      for (std::size_t to = 0; to < npes; ++to) {
+        if (backends == proxy_backends::nic || !w.can_load_store(static_cast<int>(from), static_cast<int>(to))) {
+          paths[from * npes + to] = proxy_data_nic;
+          any = true;
+        }
+      }
+    }
+    if (!any) return {};
+    for (std::size_t to = 0; to < npes; ++to) {
+      bool nic_domain = false;
+      for (std::size_t from = 0; from < npes; ++from) nic_domain |= (paths[from * npes + to] & proxy_data_nic) != 0;
+      if (!nic_domain) continue;
+      for (std::size_t from = 0; from < npes; ++from) paths[from * npes + to] |= proxy_atomics_nic;
+    }
+    return paths;
+  }
+
+  /// The NIC backend of every local PE: the NIC model, the heap slot and result slots registered,
+  /// a QP to every PE, connected across the world; the device tables of paths and results.
+  void set_up_nic(proxy_options const& options, int first) {
+    namespace vm = verbs_gpu::model;
+    world& w = *world_;
+    nic_choice const choice =
+        resolve_nic_choice(options.nic, std::getenv("GPUCOMM_NIC"), first, "ProxyQueue", "proxy_options::nic");
+    if (choice != nic_choice::model) refuse_hardware(first);
+    vm::nic_config config;
+    config.fault.doorbell_delay = std::chrono::microseconds(options.model_faults.doorbell_delay_us);
+    config.fault.completion_delay = std::chrono::microseconds(options.model_faults.completion_delay_us);
+    config.fault.drop_doorbell = options.model_faults.drop_doorbell;
+    config.fault.duplicate_doorbell = options.model_faults.duplicate_doorbell;
+    nic_ = std::make_unique<vm::nic>(config);
+    auto const npes = static_cast<std::size_t>(w.npes());
+    std::size_t const depth = std::size_t{1} << log_depth_;
+    std::vector<mesh_member> members;
+    for (auto& l : locals_) {
+      GPUCOMM_CUDA_CHECK(cudaSetDevice(l->ring.device), l->pe);
+      std::vector<std::uint8_t> const mine(paths_.begin() + static_cast<std::ptrdiff_t>(l->pe * npes),
+                                           paths_.begin() + static_cast<std::ptrdiff_t>((l->pe + 1) * npes));
+      l->paths = device_copy(mine, l->pe, l->ring.device);
+      // Result slots: as many as the ring has commands (more waiting callers wait for one), and
+      // one more word for the old values nobody reads.
+      l->results = device_copy(std::vector<std::uint64_t>(depth + 1, 0), l->pe, l->ring.device);
+      l->claims = device_copy(std::vector<std::uint32_t>(depth, 0), l->pe, l->ring.device);
+      std::uint32_t const pd = nic_->alloc_pd();
+      char* slot = w.heap_layout().base + static_cast<std::size_t>(l->pe) * w.heap_layout().stride;
+      vm::memory_key const heap =
+          nic_->register_memory(pd, slot, w.heap_layout().stride, vm::all_access, nullptr, l->ring.device);
+      vm::memory_key const results = nic_->register_memory(pd, l->results.get(), (depth + 1) * sizeof(std::uint64_t),
+                                                           vm::local_write, nullptr, l->ring.device);
+      nic_backend::placement at;
+      at.pe = l->pe;
+      at.npes = w.npes();
+      at.slot = reinterpret_cast<std::uint64_t>(slot);
+      at.slot_bytes = w.heap_layout().stride;
+      at.heap_lkey = heap.lkey;
+      at.results = l->results.get();
+      at.results_lkey = results.lkey;
+      at.result_slots = static_cast<std::uint32_t>(depth);
+      at.paths = mine;
+      l->ring.nic = std::make_unique<nic_backend>(*nic_, pd, std::move(at), failures_);
+      members.push_back({l->pe, {reinterpret_cast<std::uint64_t>(slot), heap.rkey, 0}, l->ring.nic->qpns()});
+    }
+    std::vector<nic_heap> const heaps = connect_model_mesh(w, *nic_, "proxy", members, 1);
+    for (auto& l : locals_) l->ring.nic->connect(heaps);
+    nic_->start();
+    // Every process's model serves before any kernel posts.
+    if (w.one_process_per_gpu()) w.bootstrap().barrier();
+  }
+
+  template <class T>
+  static std::unique_ptr<T[], device_free<T>> device_copy(std::vector<T> const& v, int pe, int device) {
+    T* p = nullptr;
+    GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), v.size() * sizeof(T)), pe);
+    std::unique_ptr<T[], device_free<T>> owned(p, device_free<T>{device});
+    GPUCOMM_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), pe);
+    return owned;
+  }
+
+  [[noreturn]] void refuse_hardware(int pe) const {
+    char bus[32] = {};
+    GPUCOMM_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), world_->device(pe)), pe);
+    std::string const nic = closest_nic(bus);
+    throw error("world::comm<ProxyQueue>", pe,
+                "some PE is reached through a NIC (no peer access, or proxy_backends::nic), and a hardware NIC was "
+                "asked for (proxy_options::nic or GPUCOMM_NIC; " +
+                    (nic.empty() ? std::string("none is visible under /sys/class/infiniband")
+                                 : "the closest to GPU " + std::string(bus) + " is " + nic) +
+                    "), but this version of ProxyQueue's NIC backend drives only the software NIC model: posting "
+                    "through ordinary verbs on a real NIC is not written (docs/proxyqueue.md)",
+                "to test without a NIC set GPUCOMM_NIC=model (or proxy_options::nic = nic_choice::model); across "
+                "hosts use IBGDAPost; peers on this host with peer access need no NIC (proxy_backends::by_reach)");
+  }
+
+  static proxy_backends backends_from(proxy_backends option, int pe) {
+    if (option != proxy_backends::automatic) return option;
+    char const* env = std::getenv("GPUCOMM_PROXY_BACKENDS");
+    if (env == nullptr) return proxy_backends::by_reach;
+    std::string const v = env;
+    if (v == "by_reach") return proxy_backends::by_reach;
+    if (v == "nic") return proxy_backends::nic;
+    throw error("ProxyQueue", pe, "GPUCOMM_PROXY_BACKENDS=" + v + " is not a backend choice",
+                "set it to by_reach or nic, or leave it unset");
   }
 
   /// Whether every local PE can have a stream per peer without the proxy's streams and the world's
@@ -296,6 +409,8 @@ class proxy_queue_host {
   world* world_;
   unsigned log_depth_ = 10;
   mutable proxy_failures failures_;
+  std::vector<std::uint8_t> paths_;             // [from * npes + to]: proxy_path bits; empty: no NIC
+  std::unique_ptr<verbs_gpu::model::nic> nic_;  // the NIC backends' NIC (before locals_: outlives them)
   std::vector<std::unique_ptr<local>> locals_;
   std::vector<std::unique_ptr<proxy_thread>> threads_;  // after locals_: stopped before the rings go
 };

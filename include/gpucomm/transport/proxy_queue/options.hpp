@@ -1,6 +1,8 @@
 #pragma once
 // ProxyQueue's settings: world::configure<ProxyQueue>(options) before its first use.
 
+#include "../../host/nic_choice.hpp"
+
 namespace gpucomm {
 
 /// How many proxy threads serve a process's rings.
@@ -8,6 +10,21 @@ enum class proxy_threads {
   automatic,    ///< GPUCOMM_PROXY_THREADS (per_process or per_pe) if set, else per_pe
   per_process,  ///< one thread polls the rings of every local PE in turn
   per_pe,       ///< one thread per local PE, each polling its own ring
+};
+
+/// Which backend carries a PE's commands to each peer.
+enum class proxy_backends {
+  automatic,  ///< GPUCOMM_PROXY_BACKENDS (by_reach or nic) if set, else by_reach
+  by_reach,   ///< the copy engines for peers reached through the mapped heap, the NIC for the others
+  nic,        ///< the NIC for every peer, this PE included (tests the NIC path on one host)
+};
+
+/// Faults the software NIC model injects (verbs_gpu/model): a test and development tool.
+struct proxy_model_faults {
+  unsigned doorbell_delay_us = 0;    ///< before each doorbell is handled
+  unsigned completion_delay_us = 0;  ///< before each completion is written
+  double drop_doorbell = 0.0;        ///< probability that a doorbell is ignored
+  double duplicate_doorbell = 0.0;   ///< probability that a doorbell is handled twice
 };
 
 struct proxy_options {
@@ -21,6 +38,13 @@ struct proxy_options {
   /// environment variable GPUCOMM_PROXY_CPU if set, else no pinning. Each thread busy-polls: it
   /// takes a whole core while the world lives.
   int cpu = -1;
+  /// Which peers the NIC backend serves; the rest go to the copy engines.
+  proxy_backends backends = proxy_backends::automatic;
+  /// The NIC of the NIC backend; automatic: GPUCOMM_NIC decides (unset: hardware). This version
+  /// drives the software NIC model only: asking for hardware is an error (docs/proxyqueue.md).
+  nic_choice nic = nic_choice::automatic;
+  /// Faults the NIC model injects (nic_choice::model only).
+  proxy_model_faults model_faults{};
 };
 
 }  // namespace gpucomm

@@ -1,6 +1,7 @@
 #pragma once
 // ProxyQueue's proxy thread: busy-polls one or more command rings (one per local PE), hands each
-// command to its PE's backend, and publishes completions. Host only.
+// command to its PE's backend (the NIC backend's if it takes it, else the copy engine's), and
+// publishes completions. Host only.
 //
 // One pass over a ring:
 //   1. read up to `batch` published commands in ticket order: copy each out of its slot, free the
@@ -27,6 +28,7 @@
 #include "../command_ring.cuh"
 #include "../completion_window.hpp"
 #include "copy_engine.hpp"
+#include "nic_backend.hpp"
 
 namespace gpucomm::detail {
 
@@ -37,6 +39,7 @@ struct proxy_ring {
   proxy_queue::ring_reader reader;
   proxy_queue::completion_window window;
   std::unique_ptr<copy_engine_backend> engine;
+  std::unique_ptr<nic_backend> nic;    // when some peer's commands go through the NIC
   proxy_failures* failures = nullptr;  // where the thread reports what the backend cannot
   std::uint64_t published = 0;         // the `completed` last published
 };
@@ -99,12 +102,15 @@ class proxy_thread {
       r.reader.pop();
       r.window.read(ticket);
       if (read == 0) cudaSetDevice(r.device);
-      if (r.engine->issue(c, ticket)) r.window.complete(ticket);
+      bool const done = r.nic && r.nic->takes(c) ? r.nic->issue(c, ticket) : r.engine->issue(c, ticket);
+      if (done) r.window.complete(ticket);
     }
     if (read != 0) r.engine->mark();
-    bool const in_flight = r.engine->busy();
+    bool const in_flight = r.engine->busy() || (r.nic && r.nic->busy());
     if (in_flight) {
-      r.engine->poll([&](std::uint64_t t) { r.window.complete(t); });
+      auto const complete = [&](std::uint64_t t) { r.window.complete(t); };
+      r.engine->poll(complete);
+      if (r.nic) r.nic->poll(complete);
     } else if (r.window.in_flight() != 0) {
       // Read, not complete, and nothing in flight that will complete them: a bookkeeping fault.
       // Reported and completed, so that no GPU waits on them forever.

@@ -1,0 +1,334 @@
+#pragma once
+// ProxyQueue's NIC backend: carries out one local PE's commands to the peers it reaches through a
+// NIC, and every signal and atomic on the memory of PEs that some PE reaches that way (their
+// atomicity domain is the NIC's). Host only; run by the PE's proxy thread, which alone posts to
+// and polls its queues. The NIC is the software model (verbs_gpu/model) in this version.
+//
+// One RC QP per peer (itself included: loopback), with its send queue, doorbell record, doorbell
+// word and CQ (owner-bit mode: the first error is never overwritten) in host memory. The proxy posts with verbs_gpu's
+// own send_queue and WQE builders, as a GPU thread of IBGDAPost does (send_queue.cuh is __host__ __device__):
+//   put         RDMA WRITEs of at most 1 GiB each, the last one signalled;
+//   get         RDMA READs, the same way;
+//   put_signal  the writes, then the signal update as an atomic WQE with the fence bit: the NIC
+//               starts it only after the writes completed, so the data is in place first;
+//   signal      the update alone, fenced behind the earlier WQEs to that peer;
+//   atomic      the atomic WQE (transport/detail/nic_atomics.cuh); a fetching one's old value
+//               lands in the result slot its command names (one the posting thread holds until
+//               it has read it: state.hpp), the others' in a slot nobody reads.
+// Both local buffers and targets must lie in the PE's symmetric heap slot, which is all the NIC
+// has registered: anything else is refused and recorded, never posted.
+//
+// Completion: each command's last WQE asks for a CQE; a command is complete once the QP's
+// consumer index (send_queue.cuh, advanced from the CQ) passes it; RC completes in order. An
+// error completion moves the QP to error: the commands before the failed WQE completed, the rest
+// are recorded as failed (with the syndrome) and completed without effect, and later commands to
+// that peer are refused. A queue with work in flight that makes no progress for `stall` gets a
+// signalled NOP, which rings the doorbell again: a doorbell the NIC dropped is covered by the
+// next (the doorbell record is the source of truth).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../../../verbs_gpu/model/nic_model.hpp"
+#include "../../../verbs_gpu/send_queue.cuh"
+#include "../../detail/model_mesh.hpp"
+#include "../../detail/nic_atomics.cuh"
+#include "../../transport.hpp"
+#include "../command.cuh"
+#include "../state.hpp"
+#include "failures.hpp"
+
+namespace gpucomm::detail {
+
+class nic_backend {
+ public:
+  /// log2 of each QP's send queue depth in WQEBBs.
+  static constexpr std::uint32_t log_depth = 10;
+  /// The largest message one WQE carries (mlx5 log_max_msg = 30).
+  static constexpr std::uint64_t max_message_bytes = std::uint64_t{1} << 30;
+  /// How long a queue with work in flight may make no progress before the backend rings again.
+  static constexpr auto stall = std::chrono::milliseconds(1);
+
+  struct placement {
+    int pe = 0;                        ///< the local PE whose commands this backend carries out
+    int npes = 0;                      ///< PEs in the world
+    std::uint64_t slot = 0;            ///< its heap slot, as commands name it and the NIC reaches it
+    std::uint64_t slot_bytes = 0;      ///< the slot's size
+    std::uint32_t heap_lkey = 0;       ///< the slot's registration
+    std::uint64_t* results = nullptr;  ///< [result_slots + 1]: result slots, then the discarded values' word
+    std::uint32_t results_lkey = 0;    ///< their registration
+    std::uint32_t result_slots = 0;    ///< slots a command may name
+    std::vector<std::uint8_t> paths;   ///< [peer]: proxy_path bits
+  };
+
+  /// Makes one QP per peer on `nic` in protection domain `pd`; connect() them before issue().
+  nic_backend(verbs_gpu::model::nic& nic, std::uint32_t pd, placement p, proxy_failures& failures)
+      : at_(std::move(p)), failures_(&failures) {
+    for (int peer = 0; peer < at_.npes; ++peer) {
+      queues_.push_back(std::make_unique<queue>(nic, pd));
+    }
+  }
+
+  nic_backend(nic_backend const&) = delete;
+  nic_backend& operator=(nic_backend const&) = delete;
+
+  /// This PE's QP numbers, [peer], for connect_model_mesh.
+  std::vector<std::uint32_t> qpns() const {
+    std::vector<std::uint32_t> v;
+    for (auto const& q : queues_) v.push_back(q->qp.qpn());
+    return v;
+  }
+
+  /// Every PE's heap as the NIC reaches it ([pe]), once the QPs are connected.
+  void connect(std::vector<nic_heap> heaps) { heaps_ = std::move(heaps); }
+
+  /// Whether command c is this backend's: data to a peer reached through the NIC, or a signal or
+  /// atomic (the GPU does those itself where the NIC is not their domain).
+  bool takes(proxy_queue::command const& c) const {
+    using proxy_queue::command_op;
+    if (c.op == command_op::signal || c.op == command_op::atomic) return true;
+    if (c.pe < 0 || c.pe >= at_.npes) return false;  // the copy engine refuses it
+    return (at_.paths[static_cast<std::size_t>(c.pe)] & proxy_data_nic) != 0 &&
+           (c.op == command_op::put || c.op == command_op::get || c.op == command_op::put_signal);
+  }
+
+  /// Posts command `c` with ticket `ticket`. Returns true when it is complete already: refused or
+  /// failed (and recorded).
+  bool issue(proxy_queue::command const& c, std::uint64_t ticket) {
+    using proxy_queue::command_op;
+    if (c.pe < 0 || c.pe >= at_.npes) return refuse(c, ticket, "its target PE is outside the world");
+    queue& q = *queues_[static_cast<std::size_t>(c.pe)];
+    if (q.qp.sq().has_error()) return refuse(c, ticket, "the queue to this PE is in error since an earlier failure");
+    std::uint64_t last = 0;
+    switch (c.op) {
+      case command_op::put:
+      case command_op::put_signal:
+        if (!in_slot(c.dst, c.bytes)) return refuse(c, ticket, "its destination is not in this PE's symmetric heap");
+        if (!in_slot(c.src, c.bytes))
+          return refuse(c, ticket, "its source is not in this PE's symmetric heap, which is all the NIC reaches");
+        if (c.op == command_op::put_signal && !is_word(c.signal, 8))
+          return refuse(c, ticket, "its signal word is not an aligned word of this PE's symmetric heap");
+        if (c.bytes != 0 && !post_chunks(q, c, ticket, last, true)) return true;
+        if (c.op == command_op::put_signal && !post_signal(q, c, ticket, last)) return true;
+        if (c.op == command_op::put && c.bytes == 0) return true;
+        break;
+      case command_op::get:
+        if (!in_slot(c.src, c.bytes)) return refuse(c, ticket, "its source is not in this PE's symmetric heap");
+        if (!in_slot(c.dst, c.bytes))
+          return refuse(c, ticket, "its destination is not in this PE's symmetric heap, which is all the NIC reaches");
+        if (c.bytes == 0) return true;
+        if (!post_chunks(q, c, ticket, last, false)) return true;
+        break;
+      case command_op::signal:
+        if (!is_word(c.signal, 8))
+          return refuse(c, ticket, "its signal word is not an aligned word of this PE's symmetric heap");
+        if (!post_signal(q, c, ticket, last)) return true;
+        break;
+      case command_op::atomic:
+        if ((c.bytes != 4 && c.bytes != 8) || !is_word(c.dst, c.bytes))
+          return refuse(c, ticket, "its target is not an aligned 4- or 8-byte word of this PE's symmetric heap");
+        if (c.atomic_op > static_cast<std::uint8_t>(atomic_op::set))
+          return refuse(c, ticket, "its atomic operation is unknown");
+        if (c.src != 0 && !is_result_slot(c.src)) return refuse(c, ticket, "its result slot is not one of this PE's");
+        if (!post_atomic(q, c, ticket, last)) return true;
+        break;
+      default:
+        return refuse(c, ticket, "the NIC backend does not carry this operation");
+    }
+    if (q.pending.empty()) q.since = std::chrono::steady_clock::now();
+    q.pending.push_back({last, ticket, c.op, c.bytes});
+    return false;
+  }
+
+  /// Commands posted and not yet complete.
+  bool busy() const {
+    for (auto const& q : queues_)
+      if (!q->pending.empty()) return true;
+    return false;
+  }
+
+  /// Calls done(ticket) for every command that completed, or failed.
+  template <class Done>
+  void poll(Done&& done) {
+    auto const now = std::chrono::steady_clock::now();
+    for (std::size_t peer = 0; peer < queues_.size(); ++peer) {
+      queue& q = *queues_[peer];
+      if (q.pending.empty()) continue;
+      verbs_gpu::send_queue const& sq = q.qp.sq();
+      sq.poll();
+      if (sq.has_error()) {
+        fail_queue(q, static_cast<int>(peer), done);
+        continue;
+      }
+      // Acquire: pairs with the poller's release of consumer (itself: this thread).
+      std::uint64_t const consumer = verbs_gpu::detail::dev_ref(sq.counters->consumer).load(cuda::memory_order_acquire);
+      bool progressed = false;
+      while (!q.pending.empty() && q.pending.front().last < consumer) {
+        done(q.pending.front().ticket);
+        q.pending.pop_front();
+        progressed = true;
+      }
+      if (progressed) {
+        q.since = now;
+      } else if (now - q.since > stall) {
+        // A doorbell may have been dropped: a NOP rings again, and the NIC then runs to it.
+        q.since = now;
+        if (sq.flush() != verbs_gpu::status::ok && sq.has_error()) fail_queue(q, static_cast<int>(peer), done);
+      }
+    }
+  }
+
+ private:
+  struct pending_command {
+    std::uint64_t last = 0;  // the first WQEBB of its last WQE
+    std::uint64_t ticket = 0;
+    proxy_queue::command_op op = proxy_queue::command_op::nop;
+    std::uint64_t bytes = 0;
+  };
+  struct queue {
+    // Owner-bit CQ with an entry per WQEBB: every CQE is kept until polled, so an error CQE is
+    // never overwritten by the flush errors after it (a collapsed CQ would keep only the last).
+    queue(verbs_gpu::model::nic& nic, std::uint32_t pd)
+        : qp(nic, pd, log_depth, verbs_gpu::cq_mode::owner_bit, log_depth) {}
+    verbs_gpu::model::host_queue_pair qp;
+    std::deque<pending_command> pending;  // posted, not yet complete, in order
+    std::chrono::steady_clock::time_point since{};
+  };
+
+  bool in_slot(std::uint64_t address, std::uint64_t bytes) const {
+    return address >= at_.slot && address - at_.slot <= at_.slot_bytes &&
+           bytes <= at_.slot_bytes - (address - at_.slot);
+  }
+  bool is_word(std::uint64_t address, std::uint64_t bytes) const {
+    return address % bytes == 0 && in_slot(address, bytes);
+  }
+
+  /// The peer's copy of this PE's heap address `address`.
+  verbs_gpu::remote_buf remote(int peer, std::uint64_t address) const {
+    nic_heap const& h = heaps_[static_cast<std::size_t>(peer)];
+    return {h.base + (address - at_.slot), h.rkey, false};
+  }
+  verbs_gpu::local_buf local(std::uint64_t address, std::uint32_t bytes) const {
+    return {address, bytes, at_.heap_lkey, false};
+  }
+  bool is_result_slot(std::uint64_t address) const {
+    auto const first = reinterpret_cast<std::uint64_t>(at_.results);
+    return address >= first && address % 8 == 0 && (address - first) / 8 < at_.result_slots;
+  }
+  /// Where the NIC puts the old value: the command's result slot, or (address 0) the discarded word.
+  verbs_gpu::local_buf result_at(std::uint64_t address, std::uint32_t bytes) const {
+    if (address == 0) address = reinterpret_cast<std::uint64_t>(at_.results + at_.result_slots);
+    return {address, bytes, at_.results_lkey, false};
+  }
+
+  /// The writes (or reads) of command c, in WQEs of at most max_message_bytes, in batches the ring
+  /// takes; the last one's index goes to `last`.
+  bool post_chunks(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last, bool write) {
+    std::uint64_t const chunks = (c.bytes + max_message_bytes - 1) / max_message_bytes;
+    std::uint64_t const per_batch = q.qp.sq().depth() / 4;
+    for (std::uint64_t first = 0; first < chunks; first += per_batch) {
+      auto const n = static_cast<std::uint32_t>(chunks - first < per_batch ? chunks - first : per_batch);
+      auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t i) {
+        std::uint64_t const at = (first + i) * max_message_bytes;
+        auto const len =
+            static_cast<std::uint32_t>(c.bytes - at < max_message_bytes ? c.bytes - at : max_message_bytes);
+        if (write) return verbs_gpu::build_rdma_write(s, local(c.src + at, len), remote(c.pe, c.dst + at));
+        return verbs_gpu::build_rdma_read(s, local(c.dst + at, len), remote(c.pe, c.src + at));
+      };
+      if (!posted(q, c, ticket,
+                  q.qp.sq().post(verbs_gpu::detail::one_thread{}, 1, n, build, verbs_gpu::post_flags::none, &last))) {
+        return false;
+      }
+      last += n - 1;  // post() gave the batch's first WQE
+    }
+    return true;
+  }
+
+  bool post_signal(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last) {
+    auto const op = static_cast<signal_op>(c.signal_op);
+    auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) {
+      return build_nic_signal(op, s, result_at(0, 8), remote(c.pe, c.signal), c.value);
+    };
+    return posted(q, c, ticket,
+                  q.qp.sq().post(verbs_gpu::detail::one_thread{}, nic_signal_wqebbs(op), 1, build,
+                                 verbs_gpu::post_flags::fence, &last));
+  }
+
+  bool post_atomic(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last) {
+    auto const op = static_cast<atomic_op>(c.atomic_op);
+    auto const bytes = static_cast<std::uint32_t>(c.bytes);
+    auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) {
+      verbs_gpu::local_buf const result = result_at(c.src, bytes);
+      verbs_gpu::remote_buf const to = remote(c.pe, c.dst);
+      if (bytes == 8) return build_nic_atomic<std::uint64_t>(op, s, result, to, c.value, c.aux);
+      return build_nic_atomic<std::uint32_t>(op, s, result, to, static_cast<std::uint32_t>(c.value),
+                                             static_cast<std::uint32_t>(c.aux));
+    };
+    return posted(q, c, ticket,
+                  q.qp.sq().post(verbs_gpu::detail::one_thread{}, nic_atomic_wqebbs(op, bytes), 1, build,
+                                 verbs_gpu::post_flags::none, &last));
+  }
+
+  /// Whether a post went through; if not, the command is recorded as failed.
+  bool posted(queue& q, proxy_queue::command const& c, std::uint64_t ticket, verbs_gpu::status st) {
+    switch (st) {
+      case verbs_gpu::status::ok:
+        return true;
+      case verbs_gpu::status::error:
+        fail(c, ticket, "the queue to PE " + std::to_string(c.pe) + " went to error: " + error_text(q));
+        return false;
+      case verbs_gpu::status::timeout:
+        fail(c, ticket, "the send queue to PE " + std::to_string(c.pe) + " had no room for 20 s");
+        return false;
+      default:
+        fail(c, ticket, "the command does not fit the send queue");
+        return false;
+    }
+  }
+
+  /// q went to error: the commands before the failed WQE completed, the others failed.
+  template <class Done>
+  void fail_queue(queue& q, int peer, Done&& done) {
+    verbs_gpu::send_queue const& sq = q.qp.sq();
+    verbs_gpu::cq_error const e = sq.last_error();
+    // Relaxed: only this thread posts, so producer is its own.
+    std::uint64_t const failed = verbs_gpu::widen_wqe_counter(
+        e.wqe_counter, verbs_gpu::detail::dev_ref(sq.counters->producer).load(cuda::memory_order_relaxed));
+    while (!q.pending.empty() && q.pending.front().last < failed) {
+      done(q.pending.front().ticket);
+      q.pending.pop_front();
+    }
+    if (q.pending.empty()) return;
+    pending_command const& first = q.pending.front();
+    failures_->record({at_.pe, peer, first.op, first.ticket, first.bytes,
+                       "the NIC completed it with an error: " + error_text(q) + " (" +
+                           std::to_string(q.pending.size()) + " commands on the queue failed with it)"});
+    for (auto const& p : q.pending) done(p.ticket);
+    q.pending.clear();
+  }
+
+  static std::string error_text(queue& q) {
+    verbs_gpu::cq_error const e = q.qp.sq().last_error();
+    return std::string(e.wqe_opcode_str()) + " completed with " + e.opcode_str() + ", syndrome " + e.syndrome_str();
+  }
+
+  bool refuse(proxy_queue::command const& c, std::uint64_t ticket, char const* why) {
+    fail(c, ticket, std::string("refused: ") + why);
+    return true;
+  }
+  void fail(proxy_queue::command const& c, std::uint64_t ticket, std::string const& why) {
+    failures_->record({at_.pe, c.pe, c.op, ticket, c.bytes, why});
+  }
+
+  placement at_;
+  proxy_failures* failures_;
+  std::vector<std::unique_ptr<queue>> queues_;  // [peer]
+  std::vector<nic_heap> heaps_;                 // [pe]
+};
+
+}  // namespace gpucomm::detail

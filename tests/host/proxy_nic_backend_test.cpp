@@ -1,0 +1,330 @@
+// ProxyQueue's NIC backend on the host, against the NIC model with host memory for two PEs' heaps:
+// every command kind end to end (data, signals, every atomic on 32- and 64-bit words with the
+// fetched value), refusals, an error completion and the queue it leaves in error, and dropped
+// doorbells (the backend rings again). The expected values are computed here, not by the model.
+#include <catch2/catch.hpp>
+
+#include <gpucomm/transport/proxy_queue/detail/nic_backend.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace vm = gpucomm::verbs_gpu::model;
+using gpucomm::atomic_op;
+using gpucomm::proxy_queue::command;
+using gpucomm::proxy_queue::command_op;
+
+constexpr std::size_t heap_bytes = 1 << 20;
+constexpr std::uint32_t result_slots = 64;
+
+struct free_deleter {
+  void operator()(void* p) const noexcept { std::free(p); }
+};
+
+/// Two PEs on one model: heaps and result slots in host memory, a backend each, connected.
+struct two_pes {
+  vm::nic nic;
+  std::unique_ptr<unsigned char, free_deleter> heap[2];
+  std::vector<std::uint64_t> results[2];
+  gpucomm::detail::proxy_failures failures;
+  std::unique_ptr<gpucomm::detail::nic_backend> backend[2];
+  std::set<std::uint64_t> done[2];
+
+  explicit two_pes(vm::nic_config config = {}, std::uint32_t bad_rkey_of_pe1 = 0) : nic(config) {
+    std::vector<gpucomm::detail::nic_heap> heaps(2);
+    for (int pe = 0; pe < 2; ++pe) {
+      heap[pe].reset(static_cast<unsigned char*>(std::aligned_alloc(4096, heap_bytes)));
+      std::memset(heap[pe].get(), 0, heap_bytes);
+      results[pe].assign(result_slots + 1, 0);
+      std::uint32_t const pd = nic.alloc_pd();
+      vm::memory_key const h = nic.register_memory(pd, heap[pe].get(), heap_bytes, vm::all_access);
+      vm::memory_key const r = nic.register_memory(pd, results[pe].data(), results[pe].size() * 8, vm::local_write);
+      gpucomm::detail::nic_backend::placement at;
+      at.pe = pe;
+      at.npes = 2;
+      at.slot = reinterpret_cast<std::uint64_t>(heap[pe].get());
+      at.slot_bytes = heap_bytes;
+      at.heap_lkey = h.lkey;
+      at.results = results[pe].data();
+      at.results_lkey = r.lkey;
+      at.result_slots = result_slots;
+      at.paths = {3, 3};
+      backend[pe] = std::make_unique<gpucomm::detail::nic_backend>(nic, pd, std::move(at), failures);
+      heaps[static_cast<std::size_t>(pe)] = {reinterpret_cast<std::uint64_t>(heap[pe].get()), h.rkey, 0};
+    }
+    auto const q0 = backend[0]->qpns(), q1 = backend[1]->qpns();
+    nic.connect(q0[0], q0[0]);
+    nic.connect(q1[1], q1[1]);
+    nic.connect(q0[1], q1[0]);
+    if (bad_rkey_of_pe1 != 0) heaps[1].rkey = bad_rkey_of_pe1;
+    for (auto& b : backend) b->connect(heaps);
+    nic.start();
+  }
+  ~two_pes() { nic.stop(); }
+
+  std::uint64_t addr(int pe, std::size_t offset) const {
+    return reinterpret_cast<std::uint64_t>(heap[pe].get()) + offset;
+  }
+  template <class T>
+  T& at(int pe, std::size_t offset) {
+    return *reinterpret_cast<T*>(heap[pe].get() + offset);
+  }
+
+  /// Issues c from PE `pe` as ticket t; true when it completed at once.
+  bool issue(int pe, command const& c, std::uint64_t t) {
+    bool const now = backend[pe]->issue(c, t);
+    if (now) done[pe].insert(t);
+    return now;
+  }
+  /// Polls PE pe's backend until ticket t is done (or 10 s pass).
+  bool wait(int pe, std::uint64_t t) {
+    auto const give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (done[pe].count(t) == 0) {
+      backend[pe]->poll([&](std::uint64_t x) { done[pe].insert(x); });
+      if (std::chrono::steady_clock::now() > give_up) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
+};
+
+command make(command_op op, int pe, std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
+  command c;
+  c.op = op;
+  c.pe = pe;
+  c.dst = dst;
+  c.src = src;
+  c.bytes = bytes;
+  return c;
+}
+
+/// What atomic `op` leaves in a word holding `old` (the reference).
+template <class U>
+U after(atomic_op op, U old, U v, U compare) {
+  switch (op) {
+    case atomic_op::fetch_add:
+    case atomic_op::add:
+      return static_cast<U>(old + v);
+    case atomic_op::fetch_and:
+      return old & v;
+    case atomic_op::fetch_or:
+      return old | v;
+    case atomic_op::fetch_xor:
+      return old ^ v;
+    case atomic_op::swap:
+    case atomic_op::set:
+      return v;
+    case atomic_op::compare_swap:
+      return old == compare ? v : old;
+    case atomic_op::fetch:
+      return old;
+  }
+  return old;
+}
+
+template <class U>
+U fetched(two_pes const& p, int pe, std::size_t slot) {
+  std::uint64_t const raw = p.results[pe][slot];
+  if constexpr (sizeof(U) == 4) {
+    std::uint32_t w = 0;
+    std::memcpy(&w, &raw, 4);
+    return gpucomm::verbs_gpu::fetched32(w);
+  } else {
+    return raw;
+  }
+}
+
+template <class U>
+void check_atomics(two_pes& p, std::uint64_t& ticket, std::mt19937_64& rng) {
+  for (int round = 0; round < 40; ++round) {
+    for (int op_index = 0; op_index <= static_cast<int>(atomic_op::set); ++op_index) {
+      auto const op = static_cast<atomic_op>(op_index);
+      std::size_t const offset = 4096 + 8 * static_cast<std::size_t>(op_index);
+      U const old = static_cast<U>(rng());
+      U const v = static_cast<U>(rng());
+      U const compare = round % 2 == 0 ? old : static_cast<U>(rng());  // both outcomes of compare_swap
+      p.at<U>(1, offset) = old;
+      std::size_t const slot = static_cast<std::size_t>(round + op_index) % result_slots;
+      bool const fetching = op != atomic_op::add && op != atomic_op::set;
+      p.results[0][slot] = 0x5a5a5a5a5a5a5a5aull;  // poison
+      p.results[0][result_slots] = 0x5a5a5a5a5a5a5a5aull;
+      command c = make(command_op::atomic, 1, p.addr(0, offset), 0, sizeof(U));
+      if (fetching) c.src = reinterpret_cast<std::uint64_t>(&p.results[0][slot]);
+      c.atomic_op = static_cast<std::uint8_t>(op);
+      c.value = v;
+      c.aux = compare;
+      std::uint64_t const t = ticket++;
+      INFO("op " << op_index << ", " << sizeof(U) << " bytes, round " << round);
+      REQUIRE_FALSE(p.issue(0, c, t));
+      REQUIRE(p.wait(0, t));
+      CHECK(p.at<U>(1, offset) == after<U>(op, old, v, compare));
+      if (fetching) {
+        CHECK(fetched<U>(p, 0, slot) == old);
+        CHECK(p.results[0][result_slots] == 0x5a5a5a5a5a5a5a5aull);  // only the named slot written
+      } else {
+        CHECK(p.results[0][slot] == 0x5a5a5a5a5a5a5a5aull);  // non-fetching: the discarded word
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ProxyQueue NIC backend: every command end to end on the NIC model", "[proxy][nic]") {
+  two_pes p;
+  std::mt19937_64 rng(91);
+  std::uint64_t ticket = 0;
+  // put 0 -> 1, and get 1 -> 0, of odd sizes; the source pattern from here.
+  for (std::size_t bytes : {1u, 7u, 64u, 1000u, 65537u}) {
+    for (std::size_t k = 0; k < bytes; ++k) p.at<unsigned char>(0, k) = static_cast<unsigned char>(rng());
+    std::memset(p.heap[1].get() + 200000, 0xcd, bytes + 1);
+    std::uint64_t const t = ticket++;
+    REQUIRE_FALSE(p.issue(0, make(command_op::put, 1, p.addr(0, 200000), p.addr(0, 0), bytes), t));
+    REQUIRE(p.wait(0, t));
+    CHECK(std::memcmp(p.heap[1].get() + 200000, p.heap[0].get(), bytes) == 0);
+    CHECK(p.at<unsigned char>(1, 200000 + bytes) == 0xcd);  // nothing past the end
+    std::memset(p.heap[0].get() + 400000, 0xcd, bytes);
+    std::uint64_t const g = ticket++;
+    REQUIRE_FALSE(p.issue(0, make(command_op::get, 1, p.addr(0, 400000), p.addr(0, 200000), bytes), g));
+    REQUIRE(p.wait(0, g));
+    CHECK(std::memcmp(p.heap[0].get() + 400000, p.heap[0].get(), bytes) == 0);
+  }
+  // put_signal set and add, signal set and add, to the other PE and to itself (loopback).
+  for (int to : {1, 0}) {
+    std::size_t const sig = 600000;
+    p.at<std::uint64_t>(to, sig) = 5;
+    command c = make(command_op::put_signal, to, p.addr(0, 700000), p.addr(0, 0), 256);
+    c.signal = p.addr(0, sig);
+    c.value = 40;
+    c.signal_op = static_cast<std::uint8_t>(gpucomm::signal_op::add);
+    std::uint64_t t = ticket++;
+    REQUIRE_FALSE(p.issue(0, c, t));
+    REQUIRE(p.wait(0, t));
+    CHECK(p.at<std::uint64_t>(to, sig) == 45);
+    CHECK(std::memcmp(p.heap[to].get() + 700000, p.heap[0].get(), 256) == 0);
+    c.signal_op = static_cast<std::uint8_t>(gpucomm::signal_op::set);
+    c.value = 0x1122334455667788ull;
+    t = ticket++;
+    REQUIRE_FALSE(p.issue(0, c, t));
+    REQUIRE(p.wait(0, t));
+    CHECK(p.at<std::uint64_t>(to, sig) == 0x1122334455667788ull);
+    command s = make(command_op::signal, to, 0, 0, 0);
+    s.signal = p.addr(0, sig);
+    s.value = 3;
+    s.signal_op = static_cast<std::uint8_t>(gpucomm::signal_op::add);
+    t = ticket++;
+    REQUIRE_FALSE(p.issue(0, s, t));
+    REQUIRE(p.wait(0, t));
+    CHECK(p.at<std::uint64_t>(to, sig) == 0x112233445566778bull);
+  }
+  check_atomics<std::uint64_t>(p, ticket, rng);
+  check_atomics<std::uint32_t>(p, ticket, rng);
+  std::uint64_t count = 0;
+  CHECK_FALSE(p.failures.take(count).has_value());
+}
+
+TEST_CASE("ProxyQueue NIC backend: refuses what the NIC cannot reach, and records why", "[proxy][nic]") {
+  two_pes p;
+  std::vector<unsigned char> outside(64, 1);
+  auto const outside_addr = reinterpret_cast<std::uint64_t>(outside.data());
+  struct refused {
+    command c;
+    char const* why;
+  };
+  command atomic = make(command_op::atomic, 1, p.addr(0, 3), 0, 8);  // misaligned
+  command bad_op = make(command_op::atomic, 1, p.addr(0, 8), 0, 8);
+  bad_op.atomic_op = 200;
+  command bad_slot = make(command_op::atomic, 1, p.addr(0, 8), p.addr(0, 16), 8);  // a heap word, not a slot
+  command signal = make(command_op::signal, 1, 0, 0, 0);
+  signal.signal = outside_addr;
+  std::vector<refused> const cases = {
+      {make(command_op::put, 1, p.addr(0, 0), outside_addr, 64), "source is not in this PE's symmetric heap"},
+      {make(command_op::put, 1, outside_addr, p.addr(0, 0), 64), "destination is not in this PE's symmetric heap"},
+      {make(command_op::put, 1, p.addr(0, heap_bytes - 8), p.addr(0, 0), 64), "destination is not in this PE's"},
+      {make(command_op::get, 1, outside_addr, p.addr(0, 0), 64), "destination is not in this PE's symmetric heap"},
+      {make(command_op::put, 2, p.addr(0, 0), p.addr(0, 0), 64), "target PE is outside the world"},
+      {atomic, "not an aligned 4- or 8-byte word"},
+      {bad_op, "atomic operation is unknown"},
+      {bad_slot, "result slot is not one of this PE's"},
+      {signal, "signal word is not an aligned word"},
+      {make(command_op::fence, 1, 0, 0, 0), "does not carry this operation"},
+  };
+  std::uint64_t ticket = 0;
+  for (auto const& r : cases) {
+    INFO(r.why);
+    CHECK(p.issue(0, r.c, ticket++));
+    std::uint64_t count = 0;
+    auto const f = p.failures.take(count);
+    REQUIRE(f.has_value());
+    CHECK(count == 1);
+    CHECK(f->what.find(r.why) != std::string::npos);
+    CHECK(f->ticket == ticket - 1);
+  }
+  CHECK(std::all_of(outside.begin(), outside.end(), [](unsigned char b) { return b == 1; }));
+}
+
+TEST_CASE("ProxyQueue NIC backend: an error completion fails its commands and the queue, and is reported",
+          "[proxy][nic]") {
+  two_pes p({}, /*bad_rkey_of_pe1=*/0x7777);
+  // A good put first (loopback, another queue), then two to PE 1 with the wrong key.
+  REQUIRE_FALSE(p.issue(0, make(command_op::put, 0, p.addr(0, 1000), p.addr(0, 0), 64), 0));
+  REQUIRE(p.wait(0, 0));
+  REQUIRE_FALSE(p.issue(0, make(command_op::put, 1, p.addr(0, 1000), p.addr(0, 0), 64), 1));
+  REQUIRE_FALSE(p.issue(0, make(command_op::put, 1, p.addr(0, 2000), p.addr(0, 0), 64), 2));
+  REQUIRE(p.wait(0, 1));
+  REQUIRE(p.wait(0, 2));
+  std::uint64_t count = 0;
+  auto const f = p.failures.take(count);
+  REQUIRE(f.has_value());
+  INFO(f->what);
+  CHECK(f->ticket == 1);
+  CHECK(f->peer == 1);
+  CHECK(f->op == command_op::put);
+  CHECK(f->what.find("the NIC completed it with an error") != std::string::npos);
+  CHECK(f->what.find("REMOTE_ACCESS") != std::string::npos);
+  CHECK(f->what.find("2 commands on the queue failed with it") != std::string::npos);
+  // The queue stays in error: the next command to PE 1 is refused at once; the loopback queue works.
+  CHECK(p.issue(0, make(command_op::put, 1, p.addr(0, 3000), p.addr(0, 0), 64), 3));
+  CHECK(p.failures.take(count)->what.find("in error since an earlier failure") != std::string::npos);
+  REQUIRE_FALSE(p.issue(0, make(command_op::put, 0, p.addr(0, 4000), p.addr(0, 0), 64), 4));
+  CHECK(p.wait(0, 4));
+  CHECK_FALSE(p.failures.take(count).has_value());
+}
+
+TEST_CASE("ProxyQueue NIC backend: dropped and delayed doorbells, slow completions", "[proxy][nic][faults]") {
+  vm::nic_config config;
+  config.fault.drop_doorbell = 0.5;
+  config.fault.duplicate_doorbell = 0.2;
+  config.fault.doorbell_delay = std::chrono::microseconds(50);
+  config.fault.completion_delay = std::chrono::microseconds(30);
+  config.fault.seed = 7;
+  two_pes p(config);
+  std::mt19937_64 rng(5);
+  for (std::size_t k = 0; k < 4096; ++k) p.at<unsigned char>(0, k) = static_cast<unsigned char>(rng());
+  // Commands one at a time (a dropped doorbell with nothing after it is what the re-ring is for),
+  // then a burst.
+  std::uint64_t ticket = 0;
+  for (int k = 0; k < 20; ++k) {
+    std::uint64_t const t = ticket++;
+    REQUIRE_FALSE(p.issue(0, make(command_op::put, 1, p.addr(0, 8192 + 64 * k), p.addr(0, 64 * k), 64), t));
+    REQUIRE(p.wait(0, t));
+  }
+  for (int k = 20; k < 64; ++k) {
+    REQUIRE_FALSE(p.issue(0, make(command_op::put, 1, p.addr(0, 8192 + 64 * k), p.addr(0, 64 * k), 64), ticket++));
+  }
+  for (std::uint64_t t = 20; t < 64; ++t) REQUIRE(p.wait(0, t));
+  CHECK(std::memcmp(p.heap[1].get() + 8192, p.heap[0].get(), 4096) == 0);
+  CHECK(p.nic.stats().doorbells_dropped > 0);
+  std::uint64_t count = 0;
+  CHECK_FALSE(p.failures.take(count).has_value());
+}
