@@ -9,7 +9,7 @@
 #
 #   scripts/gpu-round.sh [--steps build,demo,tests,sanitize,bench] [--counts "1 2 4"]
 #                        [--pes-per-gpu "1 2 4"] [--mpi-pes-per-gpu "1 2"] [--quick-bench]
-#                        [--suites "tests ibgda route minimal p2p proxy"]
+#                        [--suites "tests ibgda route minimal p2p proxy proxy_nic"]
 #
 # Steps not named are skipped; a later call can run further steps on the same build (build-gpu/).
 # --suites: the suites the build, tests and sanitize steps take (default all; "tests" is
@@ -35,12 +35,12 @@ cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=scripts/lib/common.sh
 source scripts/lib/common.sh
 
-usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench] [--suites \"tests ibgda route minimal p2p proxy\"]" >&2; exit 2; }
+usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench] [--suites \"tests ibgda route minimal p2p proxy proxy_nic\"]" >&2; exit 2; }
 steps="build,demo,tests,sanitize"
 counts=""
 pes_per_gpu="1 2 4"
 mpi_pes_per_gpu="1 2"
-only_suites="tests ibgda route minimal p2p proxy"
+only_suites="tests ibgda route minimal p2p proxy proxy_nic"
 bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -202,13 +202,14 @@ build="build-gpu"
 tests_bin=$build/tests/gpucomm_gpu_tests
 # The op suite per transport: NVLinkStore (with the world and verbs_gpu tests), IBGDAPost through
 # the NIC model, route<NVLinkStore, IBGDAPost> with a forced split, MinimalStore (the contract alone),
-# P2PCopy (the bulk-copy unit), ProxyQueue (the host proxy and the copy engines).
+# P2PCopy (the bulk-copy unit), ProxyQueue (the host proxy and the copy engines), ProxyQueue's NIC
+# backend through the NIC model (every peer through the NIC; once more with the forced split).
 suites=()
 for name in $only_suites; do
   case $name in
     tests) suites+=(gpucomm_gpu_tests) ;;
-    ibgda|route|minimal|p2p|proxy) suites+=("gpucomm_gpu_tests_$name") ;;
-    *) echo "--suites: unknown suite '$name' (tests ibgda route minimal p2p proxy)" >&2; exit 2 ;;
+    ibgda|route|minimal|p2p|proxy|proxy_nic) suites+=("gpucomm_gpu_tests_$name") ;;
+    *) echo "--suites: unknown suite '$name' (tests ibgda route minimal p2p proxy proxy_nic)" >&2; exit 2 ;;
   esac
 done
 has_suite() { [[ " ${suites[*]} " == *" $1 "* ]]; }
@@ -266,6 +267,13 @@ if has_step tests; then
         run "${suite#gpucomm_gpu_}-one-process-$(layout "$n" "$p")-stream-per-pe" \
             env GPUCOMM_TEST_PES_PER_GPU="$p" GPUCOMM_PROXY_STREAMS=per_pe "$build/tests/$suite" --order decl
       fi
+      # ProxyQueue's NIC suite with the route tests' forced split: the other half of the world
+      # through the NIC, the same half by the copy engines, every signal and atomic through the NIC.
+      if [ "$suite" = gpucomm_gpu_tests_proxy_nic ]; then
+        p=${pes_per_gpu##* }
+        run "${suite#gpucomm_gpu_}-one-process-$(layout "$n" "$p")-split" \
+            env GPUCOMM_TEST_PES_PER_GPU="$p" GPUCOMM_TEST_PROXY_SPLIT=1 "$build/tests/$suite" --order decl
+      fi
       if [ "$n" -ge 2 ] && [[ " $mpi_pes_per_gpu " == *" 1 "* ]]; then mpi_run "$n" 1 "$suite"; fi
     done
     unset CUDA_VISIBLE_DEVICES
@@ -309,7 +317,7 @@ if has_step sanitize; then
   # GPU, a proxy copy never ran while the kernel waiting for it spun (the put/get matrix trapped
   # after 20 s), though memcheck and racecheck passed in one process.
   nic_suites=()
-  for suite in gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route gpucomm_gpu_tests_proxy; do
+  for suite in gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route gpucomm_gpu_tests_proxy gpucomm_gpu_tests_proxy_nic; do
     has_suite $suite && nic_suites+=("$suite")
   done
   nic_mpi=0

@@ -59,7 +59,10 @@ inline std::vector<int> single_process_devices() {
 // (gpucomm_gpu_tests_p2p): 3 stages of 256 bytes, so that every group of the suite's blocks has
 // staging of its own and large copies cycle through the pipeline thousands of times, 6 ProxyQueue
 // with its copy-engine backend (gpucomm_gpu_tests_proxy), on rings of 64 commands so that the
-// suite's kernels fill them and wait for space.
+// suite's kernels fill them and wait for space, 7 ProxyQueue with its NIC backend through the NIC
+// model (gpucomm_gpu_tests_proxy_nic), the same rings: every peer through the NIC, or, with
+// GPUCOMM_TEST_PROXY_SPLIT=1, the route tests' forced split (peers in the other half of the world
+// through the NIC, the others by the copy engines; every signal and atomic through the NIC).
 #ifndef GPUCOMM_TEST_TRANSPORT
 #define GPUCOMM_TEST_TRANSPORT 1
 #endif
@@ -73,10 +76,10 @@ using transport_under_test = gpucomm::route<gpucomm::NVLinkStore, gpucomm::IBGDA
 using transport_under_test = gpucomm::test::MinimalStore;
 #elif GPUCOMM_TEST_TRANSPORT == 5
 using transport_under_test = gpucomm::BasicP2PCopy<256, 3>;
-#elif GPUCOMM_TEST_TRANSPORT == 6
+#elif GPUCOMM_TEST_TRANSPORT == 6 || GPUCOMM_TEST_TRANSPORT == 7
 using transport_under_test = gpucomm::ProxyQueue;
 #else
-#error "GPUCOMM_TEST_TRANSPORT must be 1, 2, 3, 4, 5 or 6"
+#error "GPUCOMM_TEST_TRANSPORT must be 1 to 7"
 #endif
 /// Whether every peer is reached by load/store (remote() works for all of them).
 #define GPUCOMM_TEST_DIRECT (GPUCOMM_TEST_TRANSPORT == 1 || GPUCOMM_TEST_TRANSPORT == 5)
@@ -84,7 +87,26 @@ using transport_under_test = gpucomm::ProxyQueue;
 #define GPUCOMM_TEST_FLOAT_ADD (GPUCOMM_TEST_TRANSPORT == 1 || GPUCOMM_TEST_TRANSPORT == 5)
 /// Operations through the NIC model cost tens of microseconds each (the model is a host thread
 /// moving bytes with cudaMemcpy): loop-heavy tests divide their round counts by this.
-inline constexpr int model_slowdown = GPUCOMM_TEST_TRANSPORT == 2 || GPUCOMM_TEST_TRANSPORT == 3 ? 10 : 1;
+inline constexpr int model_slowdown =
+    GPUCOMM_TEST_TRANSPORT == 2 || GPUCOMM_TEST_TRANSPORT == 3 || GPUCOMM_TEST_TRANSPORT == 7 ? 10 : 1;
+
+/// Whether the ProxyQueue NIC suite runs the forced split (GPUCOMM_TEST_PROXY_SPLIT=1).
+inline bool proxy_split() {
+  char const* env = std::getenv("GPUCOMM_TEST_PROXY_SPLIT");
+  return env != nullptr && std::string(env) == "1";
+}
+
+/// ProxyQueue's options in the test worlds: rings of 64 commands; for the NIC suite, the NIC model
+/// for every peer, or for the other half of the world (proxy_split()).
+inline gpucomm::proxy_options proxy_test_options() {
+  gpucomm::proxy_options o;
+  o.log_depth = 6;
+#if GPUCOMM_TEST_TRANSPORT == 7
+  o.backends = proxy_split() ? gpucomm::proxy_backends::by_reach : gpucomm::proxy_backends::nic;
+  o.nic = gpucomm::nic_choice::model;
+#endif
+  return o;
+}
 
 /// The forced split of the route tests: whether PE i may use load/store on PE j.
 inline bool same_half(int npes, int i, int j) {
@@ -109,8 +131,8 @@ inline gpucomm::world_options test_world_options() {
 /// through the software NIC model (no machine here has a NIC).
 inline std::unique_ptr<gpucomm::world> make_world(gpucomm::world_options options = test_world_options()) {
   std::unique_ptr<gpucomm::world> w;
-#if GPUCOMM_TEST_TRANSPORT == 3
-  if (!options.load_store_filter) {
+#if GPUCOMM_TEST_TRANSPORT == 3 || GPUCOMM_TEST_TRANSPORT == 7
+  if (!options.load_store_filter && (GPUCOMM_TEST_TRANSPORT == 3 || proxy_split())) {
     int const npes = under_mpi() ? std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE"))
                                  : static_cast<int>(single_process_devices().size());
     options.load_store_filter = [npes](int i, int j) { return same_half(npes, i, j); };
@@ -125,7 +147,7 @@ inline std::unique_ptr<gpucomm::world> make_world(gpucomm::world_options options
 #endif
   if (!w) w = std::make_unique<gpucomm::world>(single_process_devices(), std::move(options));
   w->configure<gpucomm::IBGDAPost>({.nic = gpucomm::nic_choice::model});
-  w->configure<gpucomm::ProxyQueue>({.log_depth = 6});
+  w->configure<gpucomm::ProxyQueue>(proxy_test_options());
   return w;
 }
 

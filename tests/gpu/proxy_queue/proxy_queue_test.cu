@@ -1,5 +1,6 @@
 // ProxyQueue's own tests (gpucomm_gpu_tests_proxy, next to the op suite built for ProxyQueue on
-// rings of 64 commands):
+// rings of 64 commands; gpucomm_gpu_tests_proxy_nic runs them through the NIC backend too, except
+// those about local buffers outside the heap, which the NIC cannot reach, and adds nic_test.cu):
 //   - far more commands than the ring holds, from every thread of several CTAs at once, blocking
 //     and non-blocking mixed; every byte checked at the receiver against the sender's pattern;
 //   - the same with one proxy thread for the process instead of one per PE (a world of its own);
@@ -91,10 +92,14 @@ TEST_CASE("ProxyQueue: far more commands than the ring holds, from every thread 
 TEST_CASE("ProxyQueue: one proxy thread for all local PEs", "[proxy]") {
   // The suite's other tests run with the default, a thread per PE.
   auto w = gpucomm::test::make_world();
-  w->configure<gpucomm::ProxyQueue>({.log_depth = 5, .threads = gpucomm::proxy_threads::per_process});
+  gpucomm::proxy_options o = gpucomm::test::proxy_test_options();
+  o.log_depth = 5;
+  o.threads = gpucomm::proxy_threads::per_process;
+  w->configure<gpucomm::ProxyQueue>(o);
   run_many_commands(*w, 4, 128, 8, 7002);
 }
 
+#if GPUCOMM_TEST_TRANSPORT == 6  // the NIC reaches only the heap: nic_test.cu has its cases
 // ---- local buffers in shared memory and outside the heap ----------------------------------------
 
 constexpr std::size_t local_bytes = 1000;  // not a multiple of 16: the copy's tail is odd
@@ -187,6 +192,8 @@ TEST_CASE("ProxyQueue: local buffers in shared memory and outside the heap, both
   w.barrier();
 }
 
+#endif  // GPUCOMM_TEST_TRANSPORT == 6
+
 // ---- teardown with commands in flight ----------------------------------------------------------
 
 struct teardown_args {
@@ -206,6 +213,9 @@ __global__ void teardown_kernel(teardown_args a) {
   }
 }
 
+// The gets land in cudaMalloc'd memory that outlives the world: the copy engine's case (the NIC
+// writes only into the heap, which goes with the world).
+#if GPUCOMM_TEST_TRANSPORT == 6
 TEST_CASE("ProxyQueue: commands in flight when the world goes are carried out before it goes", "[proxy]") {
   constexpr int chunks = 2048;  // 8 MiB per PE in 4 KiB gets, through a ring of 64
   constexpr std::size_t bytes = std::size_t{chunks} * 4096;
@@ -244,6 +254,8 @@ TEST_CASE("ProxyQueue: commands in flight when the world goes are carried out be
   }
 }
 
+#endif  // GPUCOMM_TEST_TRANSPORT == 6
+
 TEST_CASE("ProxyQueue: freeing a block while the proxy still copies from it waits for the proxy", "[proxy]") {
   constexpr int chunks = 1024;
   constexpr std::size_t bytes = std::size_t{chunks} * 4096;
@@ -251,10 +263,17 @@ TEST_CASE("ProxyQueue: freeing a block while the proxy still copies from it wait
   auto& w = the_world();
   int const npes = w.npes();
   std::map<int, unsigned char*> out;
+#if GPUCOMM_TEST_TRANSPORT == 7
+  auto out_block = w.alloc<unsigned char>(bytes);  // the NIC writes only into the heap
+#endif
   auto src = w.alloc<unsigned char>(bytes);
   for (int pe : w.local_pes()) {
     upload(w, pe, src.ptr(pe), pattern_arena(salt, pe, bytes));
+#if GPUCOMM_TEST_TRANSPORT == 7
+    out[pe] = out_block.ptr(pe).get();
+#else
     GPUCOMM_TEST_CUDA(cudaMalloc(&out[pe], bytes));
+#endif
     fill_bytes(w, pe, out[pe], poison_byte, bytes);
   }
   w.barrier();
@@ -267,7 +286,9 @@ TEST_CASE("ProxyQueue: freeing a block while the proxy still copies from it wait
   for (int pe : w.local_pes()) {
     INFO("PE " << pe);
     CHECK(bytes_differing(download(w, pe, out[pe], bytes), salt, (pe + 1) % npes) == 0);
+#if GPUCOMM_TEST_TRANSPORT == 6
     GPUCOMM_TEST_CUDA(cudaFree(out[pe]));
+#endif
   }
   w.barrier();
 }
@@ -335,7 +356,15 @@ TEST_CASE("ProxyQueue: failed commands are reported by world::synchronize, and t
   std::string const unknown = gpucomm::test::error_of([&] { w.synchronize(); });
   INFO(unknown);
   CHECK(names_a_put(unknown));
-  CHECK(unknown.find("source is not memory CUDA knows") != std::string::npos);
+  bool const nic_refused =
+      unknown.find("source is not in this PE's symmetric heap, which is all the NIC reaches") != std::string::npos;
+  bool const engine_refused = unknown.find("source is not memory CUDA knows") != std::string::npos;
+#if GPUCOMM_TEST_TRANSPORT == 7
+  CHECK((nic_refused || (gpucomm::test::proxy_split() && engine_refused)));  // split: either backend's is first
+#else
+  CHECK(engine_refused);
+  CHECK_FALSE(nic_refused);
+#endif
   w.barrier();
   for (int pe : w.local_pes()) {  // nothing was written by either
     auto const got = download(w, pe, dst.ptr(pe), 64);
