@@ -19,6 +19,7 @@
 #include "../../config.hpp"
 #include "../../ops.hpp"
 #include "../../verbs_gpu/wqe.cuh"
+#include "../transport.hpp"
 
 namespace gpucomm::detail {
 
