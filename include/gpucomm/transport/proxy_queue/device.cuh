@@ -3,7 +3,14 @@
 // host memory (command_ring.cuh), and a proxy thread on the host carries it out with an engine a
 // kernel cannot drive itself. The host half (proxy threads, rings, backends) is proxy_queue/host.hpp.
 //
-// Backend in this version: the copy engines, for peers this PE reaches through the mapped heap
+// Backends, chosen per peer by the host (state.hpp's paths): the NIC (detail/nic_backend.hpp: the
+// proxy posts RDMA writes, reads and atomics; the NIC model in this version) for peers not reached
+// through the mapped heap, and for every signal and atomic on the memory of a PE that some PE
+// reaches that way (the NIC is that memory's atomicity domain); local buffers of NIC commands must
+// lie in the symmetric heap (shared or local memory traps). Fetching NIC atomics read their value
+// from a result slot the calling thread claims and releases. With NIC peers, barrier is the
+// contract's epoch barrier. The rest of this comment is the copy-engine backend:
+// the copy engines, for peers this PE reaches through the mapped heap
 // (same host, same GPU included). The proxy moves the bytes of put, get and put_signal with
 // cudaMemcpyAsync on one stream per (PE, peer), and writes a put_signal's `set` with
 // cuStreamWriteValue64 on the same stream after the data. What the copy engines cannot do, the
