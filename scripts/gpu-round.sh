@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU round on a machine with GPUs: configure and build, run the demo and the examples,
 # the GPU test suites (NVLinkStore, IBGDAPost through the NIC model, route<NVLinkStore,
-# IBGDAPost> with a forced split, MinimalStore, P2PCopy, ProxyQueue) on every GPU count asked and with several PEs per GPU, in both
+# IBGDAPost> with a forced split, MinimalStore, P2PCopy, ProxyQueue, and the collectives suite on each of them)
+# on every GPU count asked and with several PEs per GPU, in both
 # process modes (one process owning the GPUs, and one process per PE under mpirun),
 # compute-sanitizer over the [sanitize] subset, the verbs_gpu tests and the IBGDAPost/route cases,
 # and optionally the benchmark suite. Each step's log and a summary go to $OUT (default
@@ -9,11 +10,12 @@
 #
 #   scripts/gpu-round.sh [--steps build,demo,tests,sanitize,bench] [--counts "1 2 4"]
 #                        [--pes-per-gpu "1 2 4"] [--mpi-pes-per-gpu "1 2"] [--quick-bench]
-#                        [--suites "tests ibgda route minimal p2p proxy proxy_nic"]
+#                        [--suites "tests ibgda route minimal p2p proxy proxy_nic coll coll_ibgda ..."]
 #
 # Steps not named are skipped; a later call can run further steps on the same build (build-gpu/).
 # --suites: the suites the build, tests and sanitize steps take (default all; "tests" is
-# gpucomm_gpu_tests, the others gpucomm_gpu_tests_<name>), to split a round over two calls.
+# gpucomm_gpu_tests, the others gpucomm_gpu_tests_<name>; coll is the collectives suite on
+# NVLinkStore, coll_<transport> on the others), to split a round over two calls.
 # --counts: GPU counts n (default 1, 2, 4, 8 up to the machine's GPUs, and all of them). For each n
 # and each p of --pes-per-gpu (default "1 2 4") every suite runs in one process with n*p PEs; for
 # each p of --mpi-pes-per-gpu (default "1 2") with n*p >= 2 it runs under mpirun -np n*p. A
@@ -35,12 +37,13 @@ cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=scripts/lib/common.sh
 source scripts/lib/common.sh
 
-usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench] [--suites \"tests ibgda route minimal p2p proxy proxy_nic\"]" >&2; exit 2; }
+usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench] [--suites \"$all_suites\"]" >&2; exit 2; }
 steps="build,demo,tests,sanitize"
 counts=""
 pes_per_gpu="1 2 4"
 mpi_pes_per_gpu="1 2"
-only_suites="tests ibgda route minimal p2p proxy proxy_nic"
+all_suites="tests ibgda route minimal p2p proxy proxy_nic coll coll_ibgda coll_route coll_minimal coll_p2p coll_proxy coll_proxy_nic"
+only_suites=$all_suites
 bench_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -208,8 +211,9 @@ suites=()
 for name in $only_suites; do
   case $name in
     tests) suites+=(gpucomm_gpu_tests) ;;
-    ibgda|route|minimal|p2p|proxy|proxy_nic) suites+=("gpucomm_gpu_tests_$name") ;;
-    *) echo "--suites: unknown suite '$name' (tests ibgda route minimal p2p proxy proxy_nic)" >&2; exit 2 ;;
+    ibgda|route|minimal|p2p|proxy|proxy_nic|coll|coll_ibgda|coll_route|coll_minimal|coll_p2p|coll_proxy|coll_proxy_nic)
+      suites+=("gpucomm_gpu_tests_$name") ;;
+    *) echo "--suites: unknown suite '$name' ($all_suites)" >&2; exit 2 ;;
   esac
 done
 has_suite() { [[ " ${suites[*]} " == *" $1 "* ]]; }
@@ -221,12 +225,12 @@ if has_step build; then
   run configure cmake -S . -B $build "${gen[@]}" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" \
       -DCMAKE_CUDA_COMPILER="$(gpucomm_find_nvcc)"
   run build cmake --build $build -j "$(nproc)" --target "${suites[@]}" ring_shift cub_allreduce thrust_local routed_ring \
-      p2p_tile_push proxy_offload
+      p2p_tile_push proxy_offload team_allreduce
 fi
 
 if has_step demo; then
   run demo bash scripts/demo.sh
-  for ex in cub_allreduce thrust_local routed_ring p2p_tile_push proxy_offload; do run "example-$ex" $build/examples/$ex; done
+  for ex in cub_allreduce thrust_local routed_ring p2p_tile_push proxy_offload team_allreduce; do run "example-$ex" $build/examples/$ex; done
 fi
 
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x NVSHMEM_DISABLE_NVLS
@@ -269,7 +273,7 @@ if has_step tests; then
       fi
       # ProxyQueue's NIC suite with the route tests' forced split: the other half of the world
       # through the NIC, the same half by the copy engines, every signal and atomic through the NIC.
-      if [ "$suite" = gpucomm_gpu_tests_proxy_nic ]; then
+      if [ "$suite" = gpucomm_gpu_tests_proxy_nic ] || [ "$suite" = gpucomm_gpu_tests_coll_proxy_nic ]; then
         p=${pes_per_gpu##* }
         run "${suite#gpucomm_gpu_}-one-process-$(layout "$n" "$p")-split" \
             env GPUCOMM_TEST_PES_PER_GPU="$p" GPUCOMM_TEST_PROXY_SPLIT=1 "$build/tests/$suite" --order decl
@@ -317,7 +321,8 @@ if has_step sanitize; then
   # GPU, a proxy copy never ran while the kernel waiting for it spun (the put/get matrix trapped
   # after 20 s), though memcheck and racecheck passed in one process.
   nic_suites=()
-  for suite in gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route gpucomm_gpu_tests_proxy gpucomm_gpu_tests_proxy_nic; do
+  for suite in gpucomm_gpu_tests_ibgda gpucomm_gpu_tests_route gpucomm_gpu_tests_proxy gpucomm_gpu_tests_proxy_nic \
+      gpucomm_gpu_tests_coll_ibgda gpucomm_gpu_tests_coll_route gpucomm_gpu_tests_coll_proxy gpucomm_gpu_tests_coll_proxy_nic; do
     has_suite $suite && nic_suites+=("$suite")
   done
   nic_mpi=0
@@ -332,6 +337,8 @@ if has_step sanitize; then
   for tool in memcheck racecheck synccheck; do
     san=(compute-sanitizer --tool "$tool" --error-exitcode 1)
     has_suite gpucomm_gpu_tests && run "sanitize-$tool-$san_layout" "${san[@]}" $tests_bin "[sanitize],[verbs]"
+    has_suite gpucomm_gpu_tests_coll &&
+      run "sanitize-$tool-coll-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_coll "[sanitize],[graph]"
     has_suite gpucomm_gpu_tests_minimal &&
       run "sanitize-$tool-minimal-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_minimal "[sanitize],[minimal]"
     # P2PCopy's racecheck tells apart the one report racecheck makes on correct bulk-copy code
@@ -344,6 +351,7 @@ if has_step sanitize; then
     for suite in "${nic_suites[@]}"; do
       name="sanitize-$tool-${suite#gpucomm_gpu_tests_}"
       filter="[sanitize],[ibgda],[route],[proxy]"
+      [[ $suite == *_coll_* ]] && filter="[sanitize]"
       if [ "$san_pes" -lt 2 ]; then run "$name-$san_layout" "${san[@]}" "$build/tests/$suite" "$filter"
       elif [ "$nic_mpi" -eq 1 ]; then
         mpi_shared "$name-mpi-$san_layout" "$san_pes" "${san[@]}" "$build/tests/$suite" "$filter"

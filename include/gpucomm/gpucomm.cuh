@@ -1,12 +1,14 @@
 #pragma once
-// Umbrella header: the core, teams, scratch, the transport contract, and every transport
-// (NVLinkStore, P2PCopy, IBGDAPost, ProxyQueue, route<...>), device sides and host halves.
+// Umbrella header: the core, teams, scratch, the transport contract, every transport (NVLinkStore,
+// P2PCopy, IBGDAPost, ProxyQueue, route<...>), device sides and host halves, and the collectives.
 
+#include "collectives.cuh"
 #include "comm.cuh"
 #include "config.hpp"
 #include "error.hpp"
 #include "group.cuh"
 #include "host/bootstrap.hpp"
+#include "host/team_workspace.hpp"
 #include "host/world.hpp"
 #include "ops.hpp"
 #include "scratch.hpp"

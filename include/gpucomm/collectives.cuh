@@ -1,0 +1,17 @@
+#pragma once
+// Device collectives on teams (collectives/, one header each; docs/collectives.md):
+//   broadcast, allgather, alltoall, alltoallv, reduce, allreduce, reduce_scatter
+// over any transport with put_signal, signal and quiet, in a team's workspace
+// (collectives/workspace.hpp; host/team_workspace.hpp makes one), with the reduction operations
+// of collectives/reduction.cuh; and their host launchers (collectives/launch.cuh).
+
+#include "collectives/allgather.cuh"
+#include "collectives/launch.cuh"
+#include "collectives/allreduce.cuh"
+#include "collectives/alltoall.cuh"
+#include "collectives/alltoallv.cuh"
+#include "collectives/broadcast.cuh"
+#include "collectives/reduce.cuh"
+#include "collectives/reduce_scatter.cuh"
+#include "collectives/reduction.cuh"
+#include "collectives/workspace.hpp"

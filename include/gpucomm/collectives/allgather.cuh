@@ -1,0 +1,51 @@
+#pragma once
+// allgather (OpenSHMEM's fcollect): every member contributes n elements; afterwards every
+// member's dst holds all of them, team rank r's at dst[r * n, (r + 1) * n).
+//
+//   __global__ void k(gpucomm::comm<NVLinkStore> c, gpucomm::collective_workspace ws, float* dst,
+//                     float const* src, std::size_t n) {
+//     gpucomm::allgather(c, cooperative_groups::this_thread_block(), ws, dst, src, n);
+//   }
+//
+// Called by one group per member PE (or, in the multi-CTA form, by one group per part at every
+// member, each passing ws.part(k)), all with the same n. src and dst are the caller's local memory
+// (symmetric-heap memory on transports that take sources only from the heap); src may be
+// dst + rank * n (in place). On return dst is complete and may be read by every thread of g, and
+// src may be reused. Algorithm: each round, every member puts its chunk into every other member's
+// workspace with one put_signal each, then copies what it received (detail/rounds.cuh).
+
+#include <cstddef>
+
+#include "detail/rounds.cuh"
+
+namespace gpucomm {
+
+#if defined(__CUDACC__)
+
+template <class Tr, group G, class T>
+__device__ void allgather(comm<Tr> const& c, G const& g, collective_workspace const& ws, T* dst, T const* src,
+                          std::size_t n) {
+  detail::round_context const x = detail::enter_collective(c, g, ws, "allgather");
+  detail::element_range const mine = detail::part_range(n, x.part, ws.parts);
+  std::size_t const per_round = x.block_elements<T>();
+  std::size_t const at_me = static_cast<std::size_t>(x.rank) * n;
+  detail::copy_elements(g, dst + at_me + mine.lo, src + mine.lo, mine.size());
+  for (std::size_t j = 0; j < detail::rounds_for(mine.size(), per_round); ++j) {
+    detail::element_range const chunk = detail::chunk_of(mine.size(), j, per_round);
+    std::size_t const at = mine.lo + chunk.lo;
+    std::uint64_t const round = detail::run_round<T>(
+        c, g, x,
+        [&](int) {
+          return detail::round_send<T>{src + at, chunk.size()};
+        },
+        [](int) { return true; });
+    for (int r = 0; r < x.size; ++r)
+      if (r != x.rank)
+        detail::copy_elements(g, dst + static_cast<std::size_t>(r) * n + at, x.block<T>(round, r), chunk.size());
+  }
+  detail::leave_collective(g, x);
+}
+
+#endif  // __CUDACC__
+
+}  // namespace gpucomm

@@ -1,0 +1,48 @@
+#pragma once
+// alltoall: every member sends n elements to every member; team rank s's src[r * n, (r + 1) * n)
+// arrives at rank r's dst[s * n, (s + 1) * n).
+//
+//   gpucomm::alltoall(c, block, ws, dst, src, n);   // dst, src: team size * n elements
+//
+// Called by one group per member PE (or one group per part at every member, each passing
+// ws.part(k)), all with the same n. src and dst are the caller's local memory and must not
+// overlap (symmetric-heap memory on transports that take sources only from the heap). On return
+// dst is complete and may be read by every thread of g, and src may be reused. Algorithm: each
+// round, every member puts each other member's chunk into that member's workspace with one
+// put_signal, then copies what it received (detail/rounds.cuh).
+
+#include <cstddef>
+
+#include "detail/rounds.cuh"
+
+namespace gpucomm {
+
+#if defined(__CUDACC__)
+
+template <class Tr, group G, class T>
+__device__ void alltoall(comm<Tr> const& c, G const& g, collective_workspace const& ws, T* dst, T const* src,
+                         std::size_t n) {
+  detail::round_context const x = detail::enter_collective(c, g, ws, "alltoall");
+  detail::element_range const mine = detail::part_range(n, x.part, ws.parts);
+  std::size_t const per_round = x.block_elements<T>();
+  std::size_t const at_me = static_cast<std::size_t>(x.rank) * n;
+  detail::copy_elements(g, dst + at_me + mine.lo, src + at_me + mine.lo, mine.size());
+  for (std::size_t j = 0; j < detail::rounds_for(mine.size(), per_round); ++j) {
+    detail::element_range const chunk = detail::chunk_of(mine.size(), j, per_round);
+    std::size_t const at = mine.lo + chunk.lo;
+    std::uint64_t const round = detail::run_round<T>(
+        c, g, x,
+        [&](int r) {
+          return detail::round_send<T>{src + static_cast<std::size_t>(r) * n + at, chunk.size()};
+        },
+        [](int) { return true; });
+    for (int r = 0; r < x.size; ++r)
+      if (r != x.rank)
+        detail::copy_elements(g, dst + static_cast<std::size_t>(r) * n + at, x.block<T>(round, r), chunk.size());
+  }
+  detail::leave_collective(g, x);
+}
+
+#endif  // __CUDACC__
+
+}  // namespace gpucomm

@@ -1,0 +1,50 @@
+#pragma once
+// reduce_scatter: member r's dst gets the element-wise reduction of every member's
+// src[r * n, (r + 1) * n).
+//
+//   gpucomm::reduce_scatter(c, block, ws, dst, src, n, gpucomm::reduction::max{});
+//   // src: team size * n elements, dst: n
+//
+// Called by one group per member PE (or one group per part at every member, each passing
+// ws.part(k)), all with the same n and operation. dst may be src + rank * n (in place).
+// Operations, element types and the folding order: reduction.cuh. src and dst are the caller's
+// local memory (symmetric-heap memory on transports that take sources only from the heap). On
+// return dst is complete and may be read by every thread of g, and src may be reused. Algorithm:
+// each round every member puts each other member's chunk into that member's workspace with one
+// put_signal, then folds what it received with its own (detail/rounds.cuh).
+
+#include <cstddef>
+
+#include "detail/rounds.cuh"
+#include "reduction.cuh"
+
+namespace gpucomm {
+
+#if defined(__CUDACC__)
+
+template <class Tr, group G, class T, class Op>
+__device__ void reduce_scatter(comm<Tr> const& c, G const& g, collective_workspace const& ws, T* dst, T const* src,
+                               std::size_t n, Op) {
+  require_reduction<Op, T>();
+  detail::round_context const x = detail::enter_collective(c, g, ws, "reduce_scatter");
+  detail::element_range const mine = detail::part_range(n, x.part, ws.parts);
+  std::size_t const per_round = x.block_elements<T>();
+  for (std::size_t j = 0; j < detail::rounds_for(mine.size(), per_round); ++j) {
+    detail::element_range const chunk = detail::chunk_of(mine.size(), j, per_round);
+    std::size_t const at = mine.lo + chunk.lo;
+    std::uint64_t const round = detail::run_round<T>(
+        c, g, x,
+        [&](int r) {
+          return detail::round_send<T>{src + static_cast<std::size_t>(r) * n + at, chunk.size()};
+        },
+        [](int) { return true; });
+    T const* const own = src + static_cast<std::size_t>(x.rank) * n + at;
+    detail::fold_ranks<Op>(g, dst + at, chunk.size(), x.size,
+                           [&](int r) { return r == x.rank ? own : x.block<T>(round, r); });
+  }
+  detail::leave_collective(g, x);
+}
+
+#endif  // __CUDACC__
+
+}  // namespace gpucomm

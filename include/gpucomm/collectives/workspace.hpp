@@ -1,0 +1,114 @@
+#pragma once
+// collective_workspace: the symmetric memory one team's collectives run in, as a small trivially
+// copyable value that kernels take by value.
+//
+//   gpucomm::team_workspace ws(w, w.team_world(), {.block_bytes = 64 << 10});   // host, collective
+//   my_kernel<<<...>>>(w.comm<NVLinkStore>(pe), ws.view(pe), ...);
+//   // in the kernel: gpucomm::allreduce(c, block, ws, dst, src, n, gpucomm::reduction::sum{});
+//
+// A collective moves its data through the workspace in rounds: in each round every member writes at
+// most `block_bytes` bytes into each other member's workspace, and each member then reads what it
+// received into its destination (copying or reducing). Larger collectives take several rounds, so
+// any count works with any workspace; a larger block means fewer rounds (a round costs about one
+// barrier's latency). Destinations and sources are therefore ordinary local memory of the calling
+// PE: nothing but the workspace is ever written by another PE, and a destination may be read or
+// reused as soon as the collective returns. (Transports that move data with a NIC take sources
+// only from the symmetric heap: IBGDAPost and ProxyQueue's NIC backend; see docs/collectives.md.)
+//
+// Layout at every member, per part (a part is one of the groups that share a collective: one per
+// CTA in the multi-CTA form, a single one otherwise), in 64-bit words and bytes:
+//   [0]        round: how many rounds this member has run on the part (local)
+//   [1]        busy: 1 while a group of this PE is inside a collective on the part (debug builds)
+//   [2..7]     unused: keeps the local words on their own 64-byte line
+//   flags      one word per team rank, rounded up to a 64-byte line: flags[r] is the last round
+//              team rank r announced to this member (written by r only)
+//   slots      from the next multiple of 128 bytes, two of them, used by rounds of alternate parity; each holds one
+//   block of
+//              `block_bytes` per team rank, block r written by team rank r only
+// Rounds only count up and no word is ever reset after set-up, so a collective may run again and
+// again in a CUDA graph (docs/collectives.md: the round protocol).
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../config.hpp"
+#include "../sym_ptr.hpp"
+#include "../team.hpp"
+
+namespace gpucomm {
+
+struct collective_workspace {
+  /// The team the workspace was made for; every collective on it runs on this team.
+  team members;
+  /// How many groups share each collective (one per CTA in the multi-CTA form).
+  int parts = 1;
+  /// Which part this view is: -1 for the whole workspace (only valid when parts == 1); part(k)
+  /// makes the view of part k.
+  int part_index = -1;
+  /// Bytes each member may send each other member per round: a multiple of 128.
+  std::size_t block_bytes = 0;
+  /// This PE's workspace (symmetric: the same offset at every member).
+  sym_ptr<std::byte> base;
+
+  static constexpr std::size_t line_bytes = 64;
+  static constexpr std::size_t round_word = 0;
+  static constexpr std::size_t busy_word = 1;
+
+  /// Bytes of one part's flags: one word per member, whole lines.
+  GPUCOMM_HD static constexpr std::size_t flags_bytes(int team_size) {
+    return (static_cast<std::size_t>(team_size) * 8 + line_bytes - 1) / line_bytes * line_bytes;
+  }
+  /// Where a part's slots start: after its local line and flags, at a multiple of 128 bytes.
+  GPUCOMM_HD static constexpr std::size_t slots_offset(int team_size) {
+    return (line_bytes + flags_bytes(team_size) + 127) / 128 * 128;
+  }
+  /// Bytes of one slot: a block per member.
+  GPUCOMM_HD static constexpr std::size_t slot_bytes(int team_size, std::size_t block_bytes) {
+    return static_cast<std::size_t>(team_size) * block_bytes;
+  }
+  /// Bytes of one part.
+  GPUCOMM_HD static constexpr std::size_t part_bytes(int team_size, std::size_t block_bytes) {
+    return slots_offset(team_size) + 2 * slot_bytes(team_size, block_bytes);
+  }
+  /// Bytes of symmetric memory a workspace of `parts` parts needs at every member.
+  GPUCOMM_HD static constexpr std::size_t bytes(int team_size, std::size_t block_bytes, int parts = 1) {
+    return static_cast<std::size_t>(parts) * part_bytes(team_size, block_bytes);
+  }
+  /// The block size a request becomes: at least 128 bytes, rounded up to a multiple of 128 so that
+  /// every block starts aligned for any element type and for 16-byte vectors.
+  GPUCOMM_HD static constexpr std::size_t round_block_bytes(std::size_t requested) {
+    std::size_t const b = requested < 128 ? 128 : requested;
+    return (b + 127) / 128 * 128;
+  }
+
+  /// Whether this is a usable view (made by team_workspace for a team).
+  GPUCOMM_HD constexpr bool valid() const noexcept { return members.valid() && block_bytes > 0 && base; }
+
+  /// The view of part k of the workspace (0 <= k < parts), for the group of the k-th CTA.
+  GPUCOMM_HD constexpr collective_workspace part(int k) const noexcept {
+    collective_workspace v = *this;
+    v.part_index = k;
+    return v;
+  }
+  /// The part this view runs: part_index, or 0 for the whole view of a one-part workspace.
+  GPUCOMM_HD constexpr int chosen_part() const noexcept { return part_index < 0 ? 0 : part_index; }
+
+  /// Where part k starts, at this PE.
+  GPUCOMM_HD constexpr std::byte* part_base(int k) const noexcept {
+    return base.get() + static_cast<std::size_t>(k) * part_bytes(members.size, block_bytes);
+  }
+  /// The local words of part k.
+  GPUCOMM_HD std::uint64_t* local_words(int k) const noexcept { return reinterpret_cast<std::uint64_t*>(part_base(k)); }
+  /// Part k's flags, at this PE (the same offset at every member).
+  GPUCOMM_HD std::uint64_t* flags(int k) const noexcept {
+    return reinterpret_cast<std::uint64_t*>(part_base(k) + line_bytes);
+  }
+  /// Part k's block of team rank r in the slot of round `round`, at this PE.
+  GPUCOMM_HD constexpr std::byte* block(int k, std::uint64_t round, int r) const noexcept {
+    return part_base(k) + slots_offset(members.size) +
+           static_cast<std::size_t>(round & 1) * slot_bytes(members.size, block_bytes) +
+           static_cast<std::size_t>(r) * block_bytes;
+  }
+};
+
+}  // namespace gpucomm

@@ -1,0 +1,47 @@
+// The collectives suite (every transport under test): every reduction operation on the element
+// types it takes (integers exact and wrapping, floating types against a double reference with a
+// tolerance that grows with the inputs folded, __half and __nv_bfloat16 accumulated in float); the
+// multi-CTA form and one large block. (A translation unit of its own, so that the suite builds in
+// parallel.)
+#include "shapes.cuh"
+
+using namespace gpucomm::test::coll;
+
+TEST_CASE("every reduction operation on the element types it takes", "[gpu][collectives]") {
+  auto& w = gpucomm::test::the_world();
+  team const world_team = w.team_world();
+  std::size_t const n = 300 / static_cast<std::size_t>(model_slowdown) + 1;
+  for (kind k : {kind::allreduce_one_shot, kind::allreduce_two_shot}) {
+    coll_case cc{world_team, k, n};
+    // The fold is the same code on every transport: the other suites take a sample of the types,
+    // so that their builds stay short.
+    check_collective<mk_block, __half, reduction::sum>(cc);
+    check_collective<mk_block, std::int8_t, reduction::prod>(cc);
+    check_collective<mk_block, bool, reduction::bit_and>(cc);
+#if GPUCOMM_TEST_TRANSPORT == 1
+    check_collective<mk_block, std::int64_t, reduction::prod>(cc);
+    check_collective<mk_block, std::int64_t, reduction::max>(cc);
+    check_collective<mk_block, int, reduction::min>(cc);
+    check_collective<mk_block, int, reduction::bit_xor>(cc);
+    check_collective<mk_block, std::uint8_t, reduction::bit_or>(cc);
+    check_collective<mk_block, std::uint16_t, reduction::bit_and>(cc);
+    check_collective<mk_block, bool, reduction::min>(cc);
+    check_collective<mk_block, float, reduction::max>(cc);
+    check_collective<mk_block, double, reduction::sum>(cc);
+    check_collective<mk_block, __half, reduction::max>(cc);
+    check_collective<mk_block, __nv_bfloat16, reduction::sum>(cc);
+    check_collective<mk_block, __nv_bfloat16, reduction::min>(cc);
+#endif
+  }
+}
+
+TEST_CASE("reductions in the multi-CTA form and with one large block", "[gpu][collectives][sanitize]") {
+  auto& w = gpucomm::test::the_world();
+  team const world_team = w.team_world();
+  std::size_t const n = 20000 / static_cast<std::size_t>(model_slowdown) + 3;
+  for (kind k : reductions) {
+    check_collective<mk_block, float, reduction::sum>({world_team, k, n, 0, {.block_bytes = 1000, .parts = 3}, 9});
+    check_collective<mk_tile<32>, int, reduction::sum>(
+        {world_team, k, n, w.npes() - 1, {.block_bytes = 64 << 10, .parts = 1}, 10});
+  }
+}
