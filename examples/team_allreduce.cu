@@ -10,8 +10,8 @@
 namespace cg = cooperative_groups;
 using comm_t = gpucomm::comm<gpucomm::NVLinkStore>;
 
-__global__ void sum_and_gather(comm_t c, gpucomm::collective_workspace ws, float* grad, float* sum, int* ranks,
-                               std::size_t n) {
+__global__ void __launch_bounds__(1024)
+    sum_and_gather(comm_t c, gpucomm::collective_workspace ws, float* grad, float* sum, int* ranks, std::size_t n) {
   auto block = cg::this_thread_block();
   for (std::size_t i = block.thread_rank(); i < n; i += block.num_threads())
     grad[i] = float(c.my_pe() + 1) * float(i % 7);

@@ -339,6 +339,13 @@ if has_step sanitize; then
     has_suite gpucomm_gpu_tests && run "sanitize-$tool-$san_layout" "${san[@]}" $tests_bin "[sanitize],[verbs]"
     has_suite gpucomm_gpu_tests_coll &&
       run "sanitize-$tool-coll-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_coll "[sanitize],[graph]"
+    has_suite gpucomm_gpu_tests_coll_minimal &&
+      run "sanitize-$tool-coll_minimal-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_coll_minimal "[sanitize],[graph]"
+    if has_suite gpucomm_gpu_tests_coll_p2p && [ "$tool" = racecheck ]; then
+      run "sanitize-$tool-coll_p2p-$san_layout" bash scripts/lib/racecheck-bulk.sh $build/tests/gpucomm_gpu_tests_coll_p2p "[sanitize]"
+    elif has_suite gpucomm_gpu_tests_coll_p2p; then
+      run "sanitize-$tool-coll_p2p-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_coll_p2p "[sanitize]"
+    fi
     has_suite gpucomm_gpu_tests_minimal &&
       run "sanitize-$tool-minimal-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_minimal "[sanitize],[minimal]"
     # P2PCopy's racecheck tells apart the one report racecheck makes on correct bulk-copy code
