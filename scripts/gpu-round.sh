@@ -337,24 +337,20 @@ if has_step sanitize; then
   for tool in memcheck racecheck synccheck; do
     san=(compute-sanitizer --tool "$tool" --error-exitcode 1)
     has_suite gpucomm_gpu_tests && run "sanitize-$tool-$san_layout" "${san[@]}" $tests_bin "[sanitize],[verbs]"
-    has_suite gpucomm_gpu_tests_coll &&
-      run "sanitize-$tool-coll-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_coll "[sanitize],[graph]"
-    has_suite gpucomm_gpu_tests_coll_minimal &&
-      run "sanitize-$tool-coll_minimal-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_coll_minimal "[sanitize],[graph]"
-    if has_suite gpucomm_gpu_tests_coll_p2p && [ "$tool" = racecheck ]; then
-      run "sanitize-$tool-coll_p2p-$san_layout" bash scripts/lib/racecheck-bulk.sh $build/tests/gpucomm_gpu_tests_coll_p2p "[sanitize]"
-    elif has_suite gpucomm_gpu_tests_coll_p2p; then
-      run "sanitize-$tool-coll_p2p-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_coll_p2p "[sanitize]"
-    fi
+    for suite in gpucomm_gpu_tests_coll gpucomm_gpu_tests_coll_minimal; do
+      has_suite $suite && run "sanitize-$tool-${suite#gpucomm_gpu_tests_}-$san_layout" "${san[@]}" "$build/tests/$suite" "[sanitize],[graph]"
+    done
     has_suite gpucomm_gpu_tests_minimal &&
       run "sanitize-$tool-minimal-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_minimal "[sanitize],[minimal]"
     # P2PCopy's racecheck tells apart the one report racecheck makes on correct bulk-copy code
-    # (scripts/lib/racecheck-bulk.sh says which, and how the probes show it).
-    if has_suite gpucomm_gpu_tests_p2p && [ "$tool" = racecheck ]; then
-      run "sanitize-$tool-p2p-$san_layout" bash scripts/lib/racecheck-bulk.sh $build/tests/gpucomm_gpu_tests_p2p "[sanitize]"
-    elif has_suite gpucomm_gpu_tests_p2p; then
-      run "sanitize-$tool-p2p-$san_layout" "${san[@]}" $build/tests/gpucomm_gpu_tests_p2p "[sanitize]"
-    fi
+    # (scripts/lib/racecheck-bulk.sh says which, and how the probes, built into both binaries, show it).
+    for suite in gpucomm_gpu_tests_p2p gpucomm_gpu_tests_coll_p2p; do
+      has_suite $suite || continue
+      name="sanitize-$tool-${suite#gpucomm_gpu_tests_}-$san_layout"
+      if [ "$tool" = racecheck ]; then run "$name" bash scripts/lib/racecheck-bulk.sh "$build/tests/$suite" "[sanitize]"
+      else run "$name" "${san[@]}" "$build/tests/$suite" "[sanitize]"
+      fi
+    done
     for suite in "${nic_suites[@]}"; do
       name="sanitize-$tool-${suite#gpucomm_gpu_tests_}"
       filter="[sanitize],[ibgda],[route],[proxy]"

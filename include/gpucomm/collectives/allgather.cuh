@@ -26,23 +26,7 @@ template <class Tr, group G, class T>
 __device__ void allgather(comm<Tr> const& c, G const& g, collective_workspace const& ws, T* dst, T const* src,
                           std::size_t n) {
   detail::round_context const x = detail::enter_collective(c, g, ws, "allgather");
-  detail::element_range const mine = detail::part_range(n, x.part, ws.parts);
-  std::size_t const per_round = x.block_elements<T>();
-  std::size_t const at_me = static_cast<std::size_t>(x.rank) * n;
-  detail::copy_elements(g, dst + at_me + mine.lo, src + mine.lo, mine.size());
-  for (std::size_t j = 0; j < detail::rounds_for(mine.size(), per_round); ++j) {
-    detail::element_range const chunk = detail::chunk_of(mine.size(), j, per_round);
-    std::size_t const at = mine.lo + chunk.lo;
-    std::uint64_t const round = detail::run_round<T>(
-        c, g, x,
-        [&](int) {
-          return detail::round_send<T>{src + at, chunk.size()};
-        },
-        [](int) { return true; });
-    for (int r = 0; r < x.size; ++r)
-      if (r != x.rank)
-        detail::copy_elements(g, dst + static_cast<std::size_t>(r) * n + at, x.block<T>(round, r), chunk.size());
-  }
+  detail::exchange_blocks(c, g, x, dst, n, [&](int) { return src; });
   detail::leave_collective(g, x);
 }
 

@@ -35,25 +35,6 @@ inline constexpr std::size_t one_shot_limit = std::size_t{256} << 10;
 
 namespace detail {
 
-template <class Op, class Tr, group G, class T>
-__device__ void allreduce_one_shot(comm<Tr> const& c, G const& g, round_context const& x, T* dst, T const* src,
-                                   std::size_t n) {
-  element_range const mine = part_range(n, x.part, x.ws.parts);
-  std::size_t const per_round = x.block_elements<T>();
-  for (std::size_t j = 0; j < rounds_for(mine.size(), per_round); ++j) {
-    element_range const chunk = chunk_of(mine.size(), j, per_round);
-    std::size_t const at = mine.lo + chunk.lo;
-    std::uint64_t const round = run_round<T>(
-        c, g, x,
-        [&](int) {
-          return round_send<T>{src + at, chunk.size()};
-        },
-        [](int) { return true; });
-    fold_ranks<Op>(g, dst + at, chunk.size(), x.size,
-                   [&](int r) { return r == x.rank ? src + at : x.block<T>(round, r); });
-  }
-}
-
 /// Team rank r's block of the two-shot split of [0, n): `block` elements each, the last ones
 /// shorter or empty; then the part's share of it.
 GPUCOMM_HD constexpr element_range two_shot_block(std::size_t n, std::size_t block, int r, int part, int parts) {
@@ -117,15 +98,12 @@ __device__ void allreduce(comm<Tr> const& c, G const& g, collective_workspace co
                           std::size_t n, Op) {
   require_reduction<Op, T>();
   detail::round_context const x = detail::enter_collective(c, g, ws, "allreduce");
-  if constexpr (Algorithm == allreduce_algorithm::one_shot) {
-    detail::allreduce_one_shot<Op>(c, g, x, dst, src, n);
-  } else if constexpr (Algorithm == allreduce_algorithm::two_shot) {
+  bool const one_shot = Algorithm == allreduce_algorithm::automatic ? n * sizeof(T) <= one_shot_limit || x.size <= 2
+                                                                    : Algorithm == allreduce_algorithm::one_shot;
+  if (one_shot)
+    detail::fold_blocks<Op>(c, g, x, dst, n, [&](int) { return src; });
+  else
     detail::allreduce_two_shot<Op>(c, g, x, dst, src, n);
-  } else if (n * sizeof(T) <= one_shot_limit || x.size <= 2) {
-    detail::allreduce_one_shot<Op>(c, g, x, dst, src, n);
-  } else {
-    detail::allreduce_two_shot<Op>(c, g, x, dst, src, n);
-  }
   detail::leave_collective(g, x);
 }
 

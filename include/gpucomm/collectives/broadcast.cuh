@@ -23,24 +23,21 @@ template <class Tr, group G, class T>
 __device__ void broadcast(comm<Tr> const& c, G const& g, collective_workspace const& ws, T* dst, T const* src,
                           std::size_t n, int root) {
   detail::round_context const x = detail::enter_collective(c, g, ws, "broadcast");
-#if GPUCOMM_DEBUG
-  if (root < 0 || root >= x.size) detail::device_misuse("broadcast", "root is not a team rank");
-#endif
-  detail::element_range const mine = detail::part_range(n, x.part, ws.parts);
-  std::size_t const per_round = x.block_elements<T>();
+  detail::check_root(x, root, "broadcast");
   bool const is_root = x.rank == root;
-  if (is_root) detail::copy_elements(g, dst + mine.lo, src + mine.lo, mine.size());
-  for (std::size_t j = 0; j < detail::rounds_for(mine.size(), per_round); ++j) {
-    detail::element_range const chunk = detail::chunk_of(mine.size(), j, per_round);
-    std::size_t const at = mine.lo + chunk.lo;
+  if (is_root) {
+    detail::element_range const mine = detail::part_range(n, x.part, ws.parts);
+    detail::copy_elements(g, dst + mine.lo, src + mine.lo, mine.size());
+  }
+  detail::for_each_chunk<T>(x, n, [&](std::size_t at, std::size_t count) {
     std::uint64_t const round = detail::run_round<T>(
         c, g, x,
         [&](int) {
-          return is_root ? detail::round_send<T>{src + at, chunk.size()} : detail::round_send<T>{};
+          return is_root ? detail::round_send<T>{src + at, count} : detail::round_send<T>{};
         },
         [&](int r) { return r == root; });
-    if (!is_root) detail::copy_elements(g, dst + at, x.block<T>(round, root), chunk.size());
-  }
+    if (!is_root) detail::copy_elements(g, dst + at, x.block<T>(round, root), count);
+  });
   detail::leave_collective(g, x);
 }
 

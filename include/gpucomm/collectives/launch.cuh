@@ -124,11 +124,11 @@ void launch_collective(world& w, team_workspace const& ws, int pe, Call const& c
   GPUCOMM_CUDA_CHECK(cudaGetLastError(), pe);
 }
 
-/// The same for every local member PE, on its world stream, with symmetric arrays.
-template <class Tr, class MakeCall>
-void launch_on_local_members(world& w, team_workspace const& ws, MakeCall&& make, char const* name) {
+/// f(pe) for every local PE that is a member of the workspace's team.
+template <class F>
+void for_each_local_member(world& w, team_workspace const& ws, F&& f) {
   for (int pe : w.local_pes())
-    if (ws.members().contains(pe)) launch_collective<Tr>(w, ws, pe, make(pe), w.stream(pe), name);
+    if (ws.members().contains(pe)) f(pe);
 }
 
 }  // namespace detail
@@ -166,65 +166,42 @@ void reduce_scatter(world& w, team_workspace const& ws, int pe, T* dst, T const*
                                 "gpucomm::reduce_scatter");
 }
 
-// ---- every local member PE, on its world stream, with symmetric arrays ---------------------------
+// ---- every local member PE, on its world stream, with symmetric arrays: the forms above ------
 
 template <class Tr = NVLinkStore, class T>
 void broadcast(world& w, team_workspace const& ws, sym_array<T> const& dst, sym_array<T> const& src, std::size_t n,
                int root) {
-  detail::launch_on_local_members<Tr>(
-      w, ws,
-      [&](int pe) {
-        return detail::broadcast_call<T>{dst.ptr(pe).get(), src.ptr(pe).get(), n, root};
-      },
-      "gpucomm::broadcast");
+  detail::for_each_local_member(
+      w, ws, [&](int pe) { broadcast<Tr>(w, ws, pe, dst.ptr(pe).get(), src.ptr(pe).get(), n, root, w.stream(pe)); });
 }
 template <class Tr = NVLinkStore, class T>
 void allgather(world& w, team_workspace const& ws, sym_array<T> const& dst, sym_array<T> const& src, std::size_t n) {
-  detail::launch_on_local_members<Tr>(
-      w, ws,
-      [&](int pe) {
-        return detail::allgather_call<T>{dst.ptr(pe).get(), src.ptr(pe).get(), n};
-      },
-      "gpucomm::allgather");
+  detail::for_each_local_member(
+      w, ws, [&](int pe) { allgather<Tr>(w, ws, pe, dst.ptr(pe).get(), src.ptr(pe).get(), n, w.stream(pe)); });
 }
 template <class Tr = NVLinkStore, class T>
 void alltoall(world& w, team_workspace const& ws, sym_array<T> const& dst, sym_array<T> const& src, std::size_t n) {
-  detail::launch_on_local_members<Tr>(
-      w, ws,
-      [&](int pe) {
-        return detail::alltoall_call<T>{dst.ptr(pe).get(), src.ptr(pe).get(), n};
-      },
-      "gpucomm::alltoall");
+  detail::for_each_local_member(
+      w, ws, [&](int pe) { alltoall<Tr>(w, ws, pe, dst.ptr(pe).get(), src.ptr(pe).get(), n, w.stream(pe)); });
 }
 template <class Tr = NVLinkStore, class T, class Op>
-void reduce(world& w, team_workspace const& ws, sym_array<T> const& dst, sym_array<T> const& src, std::size_t n, Op,
+void reduce(world& w, team_workspace const& ws, sym_array<T> const& dst, sym_array<T> const& src, std::size_t n, Op op,
             int root) {
-  detail::launch_on_local_members<Tr>(
-      w, ws,
-      [&](int pe) {
-        return detail::reduce_call<T, Op>{dst.ptr(pe).get(), src.ptr(pe).get(), n, root};
-      },
-      "gpucomm::reduce");
+  detail::for_each_local_member(
+      w, ws, [&](int pe) { reduce<Tr>(w, ws, pe, dst.ptr(pe).get(), src.ptr(pe).get(), n, op, root, w.stream(pe)); });
 }
 template <class Tr = NVLinkStore, allreduce_algorithm Algorithm = allreduce_algorithm::automatic, class T, class Op>
 void allreduce(world& w, team_workspace const& ws, sym_array<T> const& dst, sym_array<T> const& src, std::size_t n,
-               Op) {
-  detail::launch_on_local_members<Tr>(
-      w, ws,
-      [&](int pe) {
-        return detail::allreduce_call<Algorithm, T, Op>{dst.ptr(pe).get(), src.ptr(pe).get(), n};
-      },
-      "gpucomm::allreduce");
+               Op op) {
+  detail::for_each_local_member(w, ws, [&](int pe) {
+    allreduce<Tr, Algorithm>(w, ws, pe, dst.ptr(pe).get(), src.ptr(pe).get(), n, op, w.stream(pe));
+  });
 }
 template <class Tr = NVLinkStore, class T, class Op>
 void reduce_scatter(world& w, team_workspace const& ws, sym_array<T> const& dst, sym_array<T> const& src, std::size_t n,
-                    Op) {
-  detail::launch_on_local_members<Tr>(
-      w, ws,
-      [&](int pe) {
-        return detail::reduce_scatter_call<T, Op>{dst.ptr(pe).get(), src.ptr(pe).get(), n};
-      },
-      "gpucomm::reduce_scatter");
+                    Op op) {
+  detail::for_each_local_member(
+      w, ws, [&](int pe) { reduce_scatter<Tr>(w, ws, pe, dst.ptr(pe).get(), src.ptr(pe).get(), n, op, w.stream(pe)); });
 }
 
 }  // namespace gpucomm

@@ -27,25 +27,19 @@ __device__ void reduce(comm<Tr> const& c, G const& g, collective_workspace const
                        std::size_t n, Op, int root) {
   require_reduction<Op, T>();
   detail::round_context const x = detail::enter_collective(c, g, ws, "reduce");
-#if GPUCOMM_DEBUG
-  if (root < 0 || root >= x.size) detail::device_misuse("reduce", "root is not a team rank");
-#endif
-  detail::element_range const mine = detail::part_range(n, x.part, ws.parts);
-  std::size_t const per_round = x.block_elements<T>();
+  detail::check_root(x, root, "reduce");
   bool const is_root = x.rank == root;
-  for (std::size_t j = 0; j < detail::rounds_for(mine.size(), per_round); ++j) {
-    detail::element_range const chunk = detail::chunk_of(mine.size(), j, per_round);
-    std::size_t const at = mine.lo + chunk.lo;
+  detail::for_each_chunk<T>(x, n, [&](std::size_t at, std::size_t count) {
     std::uint64_t const round = detail::run_round<T>(
         c, g, x,
         [&](int r) {
-          return r == root ? detail::round_send<T>{src + at, chunk.size()} : detail::round_send<T>{};
+          return r == root ? detail::round_send<T>{src + at, count} : detail::round_send<T>{};
         },
         [&](int) { return is_root; });
     if (is_root)
-      detail::fold_ranks<Op>(g, dst + at, chunk.size(), x.size,
+      detail::fold_ranks<Op>(g, dst + at, count, x.size,
                              [&](int r) { return r == x.rank ? src + at : x.block<T>(round, r); });
-  }
+  });
   detail::leave_collective(g, x);
 }
 

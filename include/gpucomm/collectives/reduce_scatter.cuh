@@ -27,21 +27,7 @@ __device__ void reduce_scatter(comm<Tr> const& c, G const& g, collective_workspa
                                std::size_t n, Op) {
   require_reduction<Op, T>();
   detail::round_context const x = detail::enter_collective(c, g, ws, "reduce_scatter");
-  detail::element_range const mine = detail::part_range(n, x.part, ws.parts);
-  std::size_t const per_round = x.block_elements<T>();
-  for (std::size_t j = 0; j < detail::rounds_for(mine.size(), per_round); ++j) {
-    detail::element_range const chunk = detail::chunk_of(mine.size(), j, per_round);
-    std::size_t const at = mine.lo + chunk.lo;
-    std::uint64_t const round = detail::run_round<T>(
-        c, g, x,
-        [&](int r) {
-          return detail::round_send<T>{src + static_cast<std::size_t>(r) * n + at, chunk.size()};
-        },
-        [](int) { return true; });
-    T const* const own = src + static_cast<std::size_t>(x.rank) * n + at;
-    detail::fold_ranks<Op>(g, dst + at, chunk.size(), x.size,
-                           [&](int r) { return r == x.rank ? own : x.block<T>(round, r); });
-  }
+  detail::fold_blocks<Op>(c, g, x, dst, n, [&](int r) { return src + static_cast<std::size_t>(r) * n; });
   detail::leave_collective(g, x);
 }
 

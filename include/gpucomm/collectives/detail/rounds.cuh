@@ -117,6 +117,15 @@ __device__ round_context enter_collective(comm<Tr> const& c, G const& g, collect
   return x;
 }
 
+/// Debug builds: traps when `root` is not a team rank.
+__device__ GPUCOMM_FORCEINLINE void check_root(round_context const& x, int root, char const* op) {
+#if GPUCOMM_DEBUG
+  if (root < 0 || root >= x.size) device_misuse(op, "root is not a team rank");
+#else
+  (void)x, (void)root, (void)op;
+#endif
+}
+
 /// Leaves a collective: every thread of g may read what it wrote into its destination.
 template <group G>
 __device__ void leave_collective(G const& g, round_context const& x) {
@@ -209,6 +218,56 @@ __device__ void fold_ranks(G const& g, T* dst, std::size_t count, int size, In&&
 template <class T, group G>
 __device__ GPUCOMM_FORCEINLINE void copy_elements(G const& g, T* dst, T const* src, std::size_t count) {
   if (dst != src && count > 0) group_copy(g, dst, src, count * sizeof(T));
+}
+
+/// f(at, count) for each round's chunk of this part's share of [0, n): the chunks of at most a
+/// block of T each, in order.
+template <class T, class F>
+__device__ GPUCOMM_FORCEINLINE void for_each_chunk(round_context const& x, std::size_t n, F&& f) {
+  element_range const mine = part_range(n, x.part, x.ws.parts);
+  std::size_t const per_round = x.block_elements<T>();
+  for (std::size_t j = 0; j < rounds_for(mine.size(), per_round); ++j) {
+    element_range const chunk = chunk_of(mine.size(), j, per_round);
+    f(mine.lo + chunk.lo, chunk.size());
+  }
+}
+
+/// Every member sends every other member r the n elements at source(r), and receives rank r's
+/// into dst + r * n (its own block copied locally). allgather: source(r) = src; alltoall:
+/// source(r) = src + r * n.
+template <class T, class Tr, group G, class Source>
+__device__ void exchange_blocks(comm<Tr> const& c, G const& g, round_context const& x, T* dst, std::size_t n,
+                                Source&& source) {
+  element_range const mine = part_range(n, x.part, x.ws.parts);
+  copy_elements(g, dst + static_cast<std::size_t>(x.rank) * n + mine.lo, source(x.rank) + mine.lo, mine.size());
+  for_each_chunk<T>(x, n, [&](std::size_t at, std::size_t count) {
+    std::uint64_t const round = run_round<T>(
+        c, g, x,
+        [&](int r) {
+          return round_send<T>{source(r) + at, count};
+        },
+        [](int) { return true; });
+    for (int r = 0; r < x.size; ++r)
+      if (r != x.rank) copy_elements(g, dst + static_cast<std::size_t>(r) * n + at, x.block<T>(round, r), count);
+  });
+}
+
+/// Every member sends every other member r the n elements at source(r), and folds what it
+/// receives with its own source(rank) into dst. reduce_scatter: source(r) = src + r * n; the
+/// one-shot allreduce: source(r) = src.
+template <class Op, class T, class Tr, group G, class Source>
+__device__ void fold_blocks(comm<Tr> const& c, G const& g, round_context const& x, T* dst, std::size_t n,
+                            Source&& source) {
+  for_each_chunk<T>(x, n, [&](std::size_t at, std::size_t count) {
+    std::uint64_t const round = run_round<T>(
+        c, g, x,
+        [&](int r) {
+          return round_send<T>{source(r) + at, count};
+        },
+        [](int) { return true; });
+    T const* const own = source(x.rank) + at;
+    fold_ranks<Op>(g, dst + at, count, x.size, [&](int r) { return r == x.rank ? own : x.block<T>(round, r); });
+  });
 }
 
 }  // namespace detail

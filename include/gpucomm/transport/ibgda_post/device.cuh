@@ -53,6 +53,7 @@
 // Host half: ibgda_post/host.cuh; options (the NIC, QPs per peer): ibgda_post/options.hpp.
 
 #include <cuda/atomic>
+#include <cuda/std/bit>
 
 #include <cstddef>
 #include <cstdint>
@@ -158,8 +159,8 @@ struct IBGDAPost {
     auto const& q = queue(c, pe);
     verbs_gpu::remote_buf const to = remote(c, target, pe);
     using U = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
-    U const v = bits<U>(value);
-    U const cmpv = bits<U>(compare);
+    U const v = cuda::std::bit_cast<U>(value);
+    U const cmpv = cuda::std::bit_cast<U>(compare);
     constexpr bool fetching = Op != atomic_op::add && Op != atomic_op::set;
     // What the NIC does for each op: detail/nic_atomics.cuh.
     auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) -> std::uint32_t {
@@ -175,7 +176,7 @@ struct IBGDAPost {
       return T{};
     } else {
       if (!finish(q, index, "atomic")) return T{};
-      return from_bits<T>(read_result<U>(c, q, index));
+      return cuda::std::bit_cast<T>(read_result<U>(c, q, index));
     }
   }
 
@@ -244,19 +245,6 @@ struct IBGDAPost {
   }
 
  private:
-  template <class U, class T>
-  __device__ static U bits(T v) {
-    U u;
-    memcpy(&u, &v, sizeof(U));
-    return u;
-  }
-  template <class T, class U>
-  __device__ static T from_bits(U u) {
-    T v;
-    memcpy(&v, &u, sizeof(T));
-    return v;
-  }
-
   /// PE pe's copy of p, as the NIC addresses it.
   template <class T>
   __device__ static verbs_gpu::remote_buf remote(comm<IBGDAPost> const& c, sym_ptr<T> p, int pe) {

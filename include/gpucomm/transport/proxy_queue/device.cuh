@@ -48,6 +48,8 @@
 // timeout (20 s) and traps with the PE, the operation and the ticket; the proxy completes a
 // command that failed (and records it for world::synchronize), so a wait never hangs on one.
 
+#include <cuda/std/bit>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -184,14 +186,14 @@ struct ProxyQueue {
     std::uint64_t const* result = fetching ? c.state().results + slot : nullptr;
     proxy_queue::command cmd = command_for(proxy_queue::command_op::atomic, target.get(), result, sizeof(T), pe);
     cmd.atomic_op = static_cast<std::uint8_t>(Op);
-    cmd.value = bits<U>(value);
-    cmd.aux = bits<U>(compare);
+    cmd.value = cuda::std::bit_cast<U>(value);
+    cmd.aux = cuda::std::bit_cast<U>(compare);
     std::uint64_t const t = post(c, cmd, "atomic");
     if constexpr (!fetching) {
       return T{};  // complete after quiet
     } else {
       wait(c, t, "atomic");
-      T const old = from_bits<T>(read_result<U>(result));
+      T const old = cuda::std::bit_cast<T>(read_result<U>(result));
       // Release: the read above happens before the slot's next holder claims it (acquire).
       cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(c.state().result_claims[slot])
           .store(0u, cuda::memory_order_release);
@@ -258,19 +260,6 @@ struct ProxyQueue {
   template <class T>
   __device__ static T* peer_address_if_gpu(comm<ProxyQueue> const& c, sym_ptr<T> p, int pe, std::uint8_t path) {
     return (path & detail::proxy_atomics_nic) != 0 ? nullptr : peer_address(c, p, pe);
-  }
-
-  template <class U, class T>
-  __device__ static U bits(T v) {
-    U u = 0;
-    memcpy(&u, &v, sizeof(T));
-    return u;
-  }
-  template <class T, class U>
-  __device__ static T from_bits(U u) {
-    T v;
-    memcpy(&v, &u, sizeof(T));
-    return v;
   }
 
   /// Claims a free result slot (result_claims 0 -> 1), starting from one picked by the calling
