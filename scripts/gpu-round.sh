@@ -225,12 +225,14 @@ if has_step build; then
   run configure cmake -S . -B $build "${gen[@]}" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" \
       -DCMAKE_CUDA_COMPILER="$(gpucomm_find_nvcc)"
   run build cmake --build $build -j "$(nproc)" --target "${suites[@]}" ring_shift cub_allreduce thrust_local routed_ring \
-      p2p_tile_push proxy_offload team_allreduce
+      p2p_tile_push proxy_offload team_allreduce aggregate_stats
 fi
 
 if has_step demo; then
   run demo bash scripts/demo.sh
-  for ex in cub_allreduce thrust_local routed_ring p2p_tile_push proxy_offload team_allreduce; do run "example-$ex" $build/examples/$ex; done
+  for ex in cub_allreduce thrust_local routed_ring p2p_tile_push proxy_offload team_allreduce aggregate_stats; do
+    run "example-$ex" $build/examples/$ex
+  done
 fi
 
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x NVSHMEM_DISABLE_NVLS

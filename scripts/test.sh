@@ -13,6 +13,8 @@ gpucomm_need /usr/include/catch2/catch.hpp catch2
 gpucomm_need mpirun openmpi-bin libopenmpi-dev
 gpucomm_need /usr/include/infiniband/mlx5dv.h libibverbs-dev rdma-core ibverbs-providers
 gpucomm_need clang-format clang-format
+# Boost.PFR (Boost >= 1.75; Debian 12's default libboost-dev is 1.74): the aggregate headers and tests.
+gpucomm_need /usr/include/boost/pfr.hpp libboost1.81-dev
 # The kernel's mlx5_ifc.h: the independent layout source of the PRM layout test.
 gpucomm_need_newest "/usr/src/linux-headers-*/include/linux/mlx5/mlx5_ifc.h" '^linux-headers-[0-9][^ ]*-common$'
 gpucomm_install_missing

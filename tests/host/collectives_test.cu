@@ -13,7 +13,7 @@ using gpucomm::collective_workspace;
 namespace reduction = gpucomm::reduction;
 namespace detail = gpucomm::detail;
 
-TEST_CASE("workspace layout: disjoint regions, aligned blocks, parts back to back", "[collectives]") {
+TEST_CASE("workspace layout: disjoint regions, aligned blocks and packet blocks, parts back to back", "[collectives]") {
   for (int size : {1, 2, 3, 4, 7, 8, 9, 33}) {
     for (std::size_t block : {std::size_t{128}, std::size_t{1024}, std::size_t{65536}}) {
       for (int parts : {1, 3}) {
@@ -47,7 +47,10 @@ TEST_CASE("workspace layout: disjoint regions, aligned blocks, parts back to bac
             for (int r = 0; r < size; ++r) {
               CHECK(reinterpret_cast<std::uintptr_t>(ws.block(k, round, r)) % 128 == 0);
               claim(ws.block(k, round, r), block, region++);
+              CHECK(reinterpret_cast<std::uintptr_t>(ws.packet_block(k, round, r)) % 128 == 0);
+              claim(ws.packet_block(k, round, r), block, region++);
             }
+          CHECK(ws.packet_block(k, 7, 1 % size) == ws.packet_block(k, 3, 1 % size));
           // Rounds of equal parity share a slot.
           CHECK(ws.block(k, 5, 0) == ws.block(k, 3, 0));
           CHECK(ws.block(k, 4, size - 1) == ws.block(k, 2, size - 1));

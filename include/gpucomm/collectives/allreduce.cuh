@@ -12,24 +12,37 @@
 // that take sources only from the heap: with two_shot, dst is a source too). On return dst is
 // complete and may be read by every thread of g, and src may be reused.
 //
-// Algorithms (the template argument; automatic picks by size):
+// Algorithms (the template argument; automatic picks by transport and size):
+//   packets    for transports with load/store (comm::remote: NVLinkStore) and element sizes of 1,
+//              2, 4, 8 or 16 bytes: one-shot, in packet rounds (detail/packets.cuh): each member
+//              stores its data, 4 bytes per 8-byte packet with the round's number, straight into
+//              every other member's workspace, and polls its own for theirs: no flag, fence or
+//              quiet, one one-way trip per round, twice the bytes on the wire. automatic takes it
+//              up to packet_limit bytes where the type allows and the transport reaches every
+//              peer with load/store (NVLinkStore, P2PCopy; not route, which reaches only its first
+//              leg's peers so: there packets must be asked for, on teams inside that leg, and
+//              debug builds trap otherwise).
 //   one_shot   each round every member puts its chunk into every other member's workspace, and
 //              every member folds all of them: one round trip, (size - 1) x the data sent per
 //              member. automatic takes it up to one_shot_limit bytes, or for two members.
 //   two_shot   a reduce_scatter of n / size blocks (member r folds block r), then an allgather
 //              of the folded blocks: two round trips, 2 (size - 1) / size x the data per member.
+// All fold in team-rank order: every algorithm gives the same bits.
 
 #include <cstddef>
 
+#include "detail/packets.cuh"
 #include "detail/rounds.cuh"
 #include "reduction.cuh"
 
 namespace gpucomm {
 
-enum class allreduce_algorithm { automatic, one_shot, two_shot };
+enum class allreduce_algorithm { automatic, packets, one_shot, two_shot };
 
 /// automatic's limit for one_shot, in bytes of src per member.
 inline constexpr std::size_t one_shot_limit = std::size_t{256} << 10;
+/// automatic's limit for packets, in bytes of src per member.
+inline constexpr std::size_t packet_limit = std::size_t{64} << 10;
 
 #if defined(__CUDACC__)
 
@@ -97,10 +110,33 @@ template <allreduce_algorithm Algorithm = allreduce_algorithm::automatic, class 
 __device__ void allreduce(comm<Tr> const& c, G const& g, collective_workspace const& ws, T* dst, T const* src,
                           std::size_t n, Op) {
   require_reduction<Op, T>();
+  constexpr bool packets_possible = can_load_store<Tr> && detail::packet_element<T>;
+  static_assert(Algorithm != allreduce_algorithm::packets || packets_possible,
+                "gpucomm: allreduce_algorithm::packets needs a transport with load/store (comm::remote) and an element "
+                "of 1, 2, 4, 8 or 16 bytes");
   detail::round_context const x = detail::enter_collective(c, g, ws, "allreduce");
-  bool const one_shot = Algorithm == allreduce_algorithm::automatic ? n * sizeof(T) <= one_shot_limit || x.size <= 2
-                                                                    : Algorithm == allreduce_algorithm::one_shot;
-  if (one_shot)
+  std::size_t const bytes = n * sizeof(T);
+  // automatic takes packets only where every member surely makes the same choice.
+  constexpr bool packets_automatic = packets_possible && detail::load_stores_everywhere<Tr>;
+  allreduce_algorithm const chosen = Algorithm != allreduce_algorithm::automatic  ? Algorithm
+                                     : packets_automatic && bytes <= packet_limit ? allreduce_algorithm::packets
+                                     : bytes <= one_shot_limit || x.size <= 2     ? allreduce_algorithm::one_shot
+                                                                                  : allreduce_algorithm::two_shot;
+  if constexpr (packets_automatic || Algorithm == allreduce_algorithm::packets) {
+    if (chosen == allreduce_algorithm::packets) {
+#if GPUCOMM_DEBUG
+      if (!detail::team_load_stores(c, x))
+        detail::device_misuse(
+            "allreduce",
+            "allreduce_algorithm::packets: a team member is not reachable with load/store from this PE "
+            "(route reaches only its first leg's peers so)");
+#endif
+      detail::fold_packets<Op>(c, g, x, dst, n, [&](int) { return src; });
+      detail::leave_collective(g, x);
+      return;
+    }
+  }
+  if (chosen == allreduce_algorithm::one_shot)
     detail::fold_blocks<Op>(c, g, x, dst, n, [&](int) { return src; });
   else
     detail::allreduce_two_shot<Op>(c, g, x, dst, src, n);

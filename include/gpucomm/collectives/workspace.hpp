@@ -19,12 +19,16 @@
 // CTA in the multi-CTA form, a single one otherwise), in 64-bit words and bytes:
 //   [0]        round: how many rounds this member has run on the part (local)
 //   [1]        busy: 1 while a group of this PE is inside a collective on the part (debug builds)
-//   [2..7]     unused: keeps the local words on their own 64-byte line
+//   [2]        packet round: how many packet rounds this member has run on the part (local)
+//   [3..7]     unused: keeps the local words on their own 64-byte line
 //   flags      one word per team rank, rounded up to a 64-byte line: flags[r] is the last round
 //              team rank r announced to this member (written by r only)
-//   slots      from the next multiple of 128 bytes, two of them, used by rounds of alternate parity; each holds one
-//   block of
-//              `block_bytes` per team rank, block r written by team rank r only
+//   slots      from the next multiple of 128 bytes, two of them, used by rounds of alternate
+//              parity; each holds one block of `block_bytes` per team rank, block r written by
+//              team rank r only
+//   packets    two more such slots, for the packet rounds of the load/store algorithms
+//              (collectives/detail/packets.cuh): 8-byte packets of 4 data bytes and a 4-byte
+//              round number, so a block carries block_bytes / 2 bytes of data
 // Rounds only count up and no word is ever reset after set-up, so a collective may run again and
 // again in a CUDA graph (docs/collectives.md: the round protocol).
 
@@ -53,6 +57,7 @@ struct collective_workspace {
   static constexpr std::size_t line_bytes = 64;
   static constexpr std::size_t round_word = 0;
   static constexpr std::size_t busy_word = 1;
+  static constexpr std::size_t packet_round_word = 2;
 
   /// Bytes of one part's flags: one word per member, whole lines.
   GPUCOMM_HD static constexpr std::size_t flags_bytes(int team_size) {
@@ -66,9 +71,9 @@ struct collective_workspace {
   GPUCOMM_HD static constexpr std::size_t slot_bytes(int team_size, std::size_t block_bytes) {
     return static_cast<std::size_t>(team_size) * block_bytes;
   }
-  /// Bytes of one part.
+  /// Bytes of one part: its local line and flags, two slots for rounds, two for packet rounds.
   GPUCOMM_HD static constexpr std::size_t part_bytes(int team_size, std::size_t block_bytes) {
-    return slots_offset(team_size) + 2 * slot_bytes(team_size, block_bytes);
+    return slots_offset(team_size) + 4 * slot_bytes(team_size, block_bytes);
   }
   /// Bytes of symmetric memory a workspace of `parts` parts needs at every member.
   GPUCOMM_HD static constexpr std::size_t bytes(int team_size, std::size_t block_bytes, int parts = 1) {
@@ -107,6 +112,12 @@ struct collective_workspace {
   GPUCOMM_HD constexpr std::byte* block(int k, std::uint64_t round, int r) const noexcept {
     return part_base(k) + slots_offset(members.size) +
            static_cast<std::size_t>(round & 1) * slot_bytes(members.size, block_bytes) +
+           static_cast<std::size_t>(r) * block_bytes;
+  }
+  /// Part k's packet block of team rank r in the packet slot of packet round `round`, at this PE.
+  GPUCOMM_HD constexpr std::byte* packet_block(int k, std::uint64_t round, int r) const noexcept {
+    return part_base(k) + slots_offset(members.size) +
+           static_cast<std::size_t>(2 + (round & 1)) * slot_bytes(members.size, block_bytes) +
            static_cast<std::size_t>(r) * block_bytes;
   }
 };

@@ -22,8 +22,11 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
+
+#include <gpucomm/aggregate.cuh>
 
 #include "../ops/common.cuh"
 
@@ -44,6 +47,36 @@ struct triple {
   friend bool operator==(triple const&, triple const&) = default;
 };
 
+/// Aggregates the reductions take field by field (aggregate.cuh): a flat one, and a nested one with
+/// 16-bit floats. Neither has padding, so whole-element byte checks stay meaningful.
+struct stats {
+  float sum;
+  int count;
+  double sq;
+};
+struct halves {
+  __half h;
+  __nv_bfloat16 b;
+};
+struct nested {
+  halves hb;
+  std::uint32_t u;
+};
+static_assert(sizeof(stats) == 16 && sizeof(nested) == 8);
+template <class T>
+inline constexpr bool test_aggregate =
+    std::is_same_v<T, stats> || std::is_same_v<T, halves> || std::is_same_v<T, nested>;
+
+/// The operation field I gets from Op (the test's own reading of reduction::per_field).
+template <class Op, std::size_t I>
+struct op_of_field {
+  using type = Op;
+};
+template <class... Ops, std::size_t I>
+struct op_of_field<reduction::per_field<Ops...>, I> {
+  using type = std::tuple_element_t<I, std::tuple<Ops...>>;
+};
+
 enum class kind : int {
   broadcast,
   allgather,
@@ -56,6 +89,8 @@ enum class kind : int {
   allreduce_automatic,
   allreduce_in_place,
   reduce_scatter_in_place,
+  allreduce_packets,
+  allreduce_packets_in_place,
 };
 inline char const* kind_name(kind k) {
   constexpr char const* names[] = {"broadcast",
@@ -68,7 +103,9 @@ inline char const* kind_name(kind k) {
                                    "allreduce two_shot",
                                    "allreduce automatic",
                                    "allreduce in place",
-                                   "reduce_scatter in place"};
+                                   "reduce_scatter in place",
+                                   "allreduce packets",
+                                   "allreduce packets in place"};
   return names[static_cast<int>(k)];
 }
 inline bool is_reduction(kind k) { return static_cast<int>(k) >= static_cast<int>(kind::reduce); }
@@ -170,6 +207,12 @@ __global__ void __launch_bounds__(1024) reduce_kernel(coll_args a) {
     case kind::allreduce_in_place:
       gpucomm::allreduce<allreduce_algorithm::two_shot>(a.c, g, ws, dst, dst, a.n, Op{});
       break;
+    case kind::allreduce_packets:
+    case kind::allreduce_packets_in_place:
+      if constexpr (gpucomm::detail::load_stores_everywhere<transport_under_test> && gpucomm::detail::packet_element<T>)
+        gpucomm::allreduce<allreduce_algorithm::packets>(a.c, g, ws, dst, a.k == kind::allreduce_packets ? src : dst,
+                                                         a.n, Op{});
+      break;
     default:
       break;
   }
@@ -192,6 +235,12 @@ T value_of(std::uint64_t salt, int pe, std::size_t i) {
     return __float2half(static_cast<float>(static_cast<int>(m % 2001) - 1000) / 16.f);
   } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     return __float2bfloat16(static_cast<float>(static_cast<int>(m % 255) - 127) / 8.f);
+  } else if constexpr (std::is_same_v<T, stats>) {
+    return {value_of<float>(salt, pe, i), value_of<int>(salt + 1, pe, i), value_of<double>(salt + 2, pe, i)};
+  } else if constexpr (std::is_same_v<T, halves>) {
+    return {value_of<__half>(salt, pe, i), value_of<__nv_bfloat16>(salt + 1, pe, i)};
+  } else if constexpr (std::is_same_v<T, nested>) {
+    return {value_of<halves>(salt, pe, i), value_of<std::uint32_t>(salt + 3, pe, i)};
   } else {
     return T{static_cast<int>(m), static_cast<int>(m >> 21), static_cast<int>(m >> 42)};
   }
@@ -228,8 +277,29 @@ double epsilon_of() {
 /// The reference fold of `inputs` (in any order: the tolerance covers reordering) and whether
 /// `got` matches it.
 template <class Op, class T>
+bool matches_fold(std::vector<T> const& inputs, T got);
+
+/// Field `field` of the aggregates, folded with field operation Op, matches got's.
+template <class Op, class T, class F>
+bool field_matches(std::vector<T> const& inputs, F T::*field, T const& got) {
+  std::vector<F> values;
+  for (T const& in : inputs) values.push_back(in.*field);
+  return matches_fold<Op>(values, got.*field);
+}
+
+template <class Op, class T>
 bool matches_fold(std::vector<T> const& inputs, T got) {
-  if constexpr (floating<T>) {
+  if constexpr (std::is_same_v<T, stats>) {
+    return field_matches<typename op_of_field<Op, 0>::type>(inputs, &stats::sum, got) &&
+           field_matches<typename op_of_field<Op, 1>::type>(inputs, &stats::count, got) &&
+           field_matches<typename op_of_field<Op, 2>::type>(inputs, &stats::sq, got);
+  } else if constexpr (std::is_same_v<T, halves>) {
+    return field_matches<typename op_of_field<Op, 0>::type>(inputs, &halves::h, got) &&
+           field_matches<typename op_of_field<Op, 1>::type>(inputs, &halves::b, got);
+  } else if constexpr (std::is_same_v<T, nested>) {
+    return field_matches<typename op_of_field<Op, 0>::type>(inputs, &nested::hb, got) &&
+           field_matches<typename op_of_field<Op, 1>::type>(inputs, &nested::u, got);
+  } else if constexpr (floating<T>) {
     double acc = as_double(inputs[0]), scale = std::fabs(acc);
     for (std::size_t r = 1; r < inputs.size(); ++r) {
       double const v = as_double(inputs[r]);
@@ -303,8 +373,8 @@ void check_collective(coll_case const& cc) {
     for (std::size_t i = 0; i < n_src + 1; ++i) in[i] = value_of<T>(cc.salt, pe, i);
     upload(w, pe, src.ptr(pe).get(), in.get(), n_src + 1);
     fill_bytes(w, pe, dst.ptr(pe).get(), poison_byte, dst.size_bytes());
-    bool const in_place =
-        cc.k == kind::allgather_in_place || cc.k == kind::allreduce_in_place || cc.k == kind::reduce_scatter_in_place;
+    bool const in_place = cc.k == kind::allgather_in_place || cc.k == kind::allreduce_in_place ||
+                          cc.k == kind::allreduce_packets_in_place || cc.k == kind::reduce_scatter_in_place;
     if (in_place && t.contains(pe)) {
       // The input goes where the collective takes it from: the member's own block, or all of dst.
       std::size_t const at =

@@ -35,7 +35,7 @@ struct rounds_args {
 };
 
 /// Warp k runs `rounds` collectives on a.ws[k] (if this PE is a member): inputs base + round (+
-/// the replay number), allreduce one_shot, then two_shot, each checked against expected + size *
+/// the replay number), allreduce one_shot, then two_shot, then automatic, each checked against expected + size *
 /// round; dst poisoned after each check.
 __global__ void rounds_kernel(rounds_args a, int warps) {
   auto const warp = cg::tiled_partition<32>(cg::this_thread_block());
@@ -51,13 +51,15 @@ __global__ void rounds_kernel(rounds_args a, int warps) {
     for (std::size_t i = warp.thread_rank(); i < a.n; i += 32)
       a.src[k][i] = static_cast<int>(static_cast<unsigned>(a.base[k][i]) + shift);
     warp.sync();
-    for (int algo = 0; algo < 2; ++algo) {
+    for (int algo = 0; algo < 3; ++algo) {
       if (algo == 0)
         gpucomm::allreduce<gpucomm::allreduce_algorithm::one_shot>(a.c, warp, ws, a.dst[k], a.src[k], a.n,
                                                                    reduction::sum{});
-      else
+      else if (algo == 1)
         gpucomm::allreduce<gpucomm::allreduce_algorithm::two_shot>(a.c, warp, ws, a.dst[k], a.src[k], a.n,
                                                                    reduction::sum{});
+      else  // packet rounds where the transport has load/store, between the other two's rounds
+        gpucomm::allreduce(a.c, warp, ws, a.dst[k], a.src[k], a.n, reduction::sum{});
       for (std::size_t i = warp.thread_rank(); i < a.n; i += 32) {
         auto const want =
             static_cast<int>(static_cast<unsigned>(a.expected[k][i]) + shift * static_cast<unsigned>(size));

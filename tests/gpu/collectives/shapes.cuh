@@ -29,19 +29,28 @@ struct team_set {
   }
 };
 
-/// The reductions, each collective and form.
-constexpr kind reductions[] = {kind::reduce,
-                               kind::reduce_scatter,
-                               kind::reduce_scatter_in_place,
-                               kind::allreduce_one_shot,
-                               kind::allreduce_two_shot,
-                               kind::allreduce_automatic,
-                               kind::allreduce_in_place};
+/// The reductions, each collective and form (packet rounds where the transport reaches every peer
+/// with load/store).
+inline std::vector<kind> const reductions = [] {
+  std::vector<kind> k{kind::reduce,
+                      kind::reduce_scatter,
+                      kind::reduce_scatter_in_place,
+                      kind::allreduce_one_shot,
+                      kind::allreduce_two_shot,
+                      kind::allreduce_automatic,
+                      kind::allreduce_in_place};
+  if constexpr (gpucomm::detail::load_stores_everywhere<transport_under_test>) {
+    k.push_back(kind::allreduce_packets);
+    k.push_back(kind::allreduce_packets_in_place);
+  }
+  return k;
+}();
 
 /// How many (group kind, element type) pairs the shape tests rotate through: all of them on
 /// NVLinkStore, fewer on the other transports, whose builds are several times longer (the
 /// collectives' code is the same; what varies by transport is put_signal and signal).
-constexpr int rotation = GPUCOMM_TEST_TRANSPORT == 1 ? 5 : 3;  // data: 5 or 3; reductions: 4 or 2
+/// (route: 2, the fewest that still varies the group kind; its builds are the longest of all.)
+constexpr int rotation = GPUCOMM_TEST_TRANSPORT == 1 ? 5 : GPUCOMM_TEST_TRANSPORT == 3 ? 2 : 3;
 
 inline std::vector<std::size_t> test_counts() {
   return {0, 1, 37, 1000 / static_cast<std::size_t>(model_slowdown) + 3};

@@ -206,10 +206,11 @@ GPUCOMM_HD constexpr element_range chunk_of(std::size_t len, std::size_t j, std:
 template <class Op, class T, group G, class In>
 __device__ void fold_ranks(G const& g, T* dst, std::size_t count, int size, In&& in) {
   if constexpr (reduction_takes<Op, T>) {  // else require_reduction has said why: no second error
+    using R = element_reduction<T>;
     for (std::size_t i = group_rank(g); i < count; i += group_size(g)) {
-      accumulator_t<T> acc = to_accumulator(in(0)[i]);
-      for (int r = 1; r < size; ++r) acc = combine<Op>(acc, to_accumulator(in(r)[i]));
-      dst[i] = from_accumulator<T>(acc);
+      accumulator_t<T> acc = R::to_accumulator(in(0)[i]);
+      for (int r = 1; r < size; ++r) acc = R::template combine<Op>(acc, R::to_accumulator(in(r)[i]));
+      dst[i] = R::from_accumulator(acc);
     }
   }
 }

@@ -92,6 +92,9 @@ struct route {
       .quiet = (Legs::caps.quiet && ...),
       .barrier = false,
       .load_store = std::tuple_element_t<0, std::tuple<Legs...>>::caps.load_store};
+  /// remote() reaches only the first leg's peers (nullptr for the others): generic code that would
+  /// load and store at every peer asks for this (collectives/detail/packets.cuh).
+  static constexpr bool partial_load_store = true;
 
   struct device_state {
     detail::leg_states<Legs...> legs;
