@@ -137,6 +137,37 @@ def bars(rows, out, name, title, ylabel, group_key, refs=(), choose=None):
     save(fig, out, name)
 
 
+COLL_CASES = ("allreduce", "allgather", "alltoall", "reduce_scatter", "alltoallv")
+
+
+def collective(rows, out, case):
+    """A device collective, nccl-tests semantics: time per call (log-log) and busbw against the size, one line
+    per (library, PEs, element type); colour is the PE count and type, solid gpucomm, dashed NCCL."""
+    lat = [r for r in rows if r.get("metric") == "latency"]
+    bus = [r for r in rows if r.get("metric") == "busbw"]
+    if not lat and not bus:
+        return
+    smoke = any(str(r.get("note", "")).startswith("smoke") for r in rows)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(15, 5.2))
+    key = lambda r: (r["library"], f"{r['npes']} PEs", r.get("variant", ""))
+    for ax, sel, ylabel, logy in ((a1, lat, "us per call", True), (a2, bus, "busbw GB/s", False)):
+        if not sel:
+            continue
+        sizes = draw_series(ax, sel, key)
+        size_axis(ax, sizes)
+        ax.set_xlabel("size (bytes, nccl-tests' convention)")
+        if logy:
+            ax.set_yscale("log")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="major", alpha=0.3)
+    a1.set_title("time per call (CUDA graph of K calls, median)", fontsize=10)
+    a2.set_title("bus bandwidth", fontsize=10)
+    a2.legend(fontsize=8, ncol=2)
+    fig.suptitle(f"{case}: gpucomm" + (" and NCCL" if any(r["library"] == "nccl" for r in rows) else "") +
+                 (" (smoke: PEs share a GPU, not link figures)" if smoke else ""))
+    save(fig, out, f"coll_{case}")
+
+
 VERBS_SCOPES = ["thread", "warp", "block", "gpu"]
 
 
@@ -221,6 +252,8 @@ def main():
                   lambda r: (r["library"], f"{r['npes']} PEs"), logy=True)
     lines_by_size(sel(case="ce_copy"), a.out, "ce_copy", "copy engine (cudaMemcpyPeerAsync)", "GB/s",
                   lambda r: (r["library"], r["variant"]), zoom_from=1 << 20)
+    for case in COLL_CASES:
+        collective(sel(case=case), a.out, case)
     verbs(sel(case="verbs_posting_rate"), sel(case="verbs_post_to_doorbell_latency"), a.out)
 
 

@@ -22,6 +22,10 @@ LIBS = ["gpucomm", "nvshmem", "nccl", "cuda"]
 VERBS_CASES = ("verbs_posting_rate", "verbs_post_to_doorbell_latency")
 VERBS_SCOPES = ["thread", "warp", "block", "gpu"]
 LIMIT_CASES = ("pingpong_limits", "quiet_limits", "barrier_limits", "copy_limits")
+# The device collectives (nccl-tests semantics): three rows per point, metric latency (us), algbw
+# and busbw (GB/s); gpucomm and NCCL in the same run (NCCL has no alltoallv).
+COLL_CASES = ("allreduce", "allgather", "alltoall", "reduce_scatter", "alltoallv")
+COLL_METRICS = ("latency", "algbw", "busbw")
 NIC_MODEL_NOTE = ("Measured against gpucomm's software NIC model as a drain-only consumer (it reads doorbells and "
                   "completes everything without touching the WQEs), on one GPU: what posting costs the GPU, not what "
                   "a real NIC sustains.")
@@ -207,6 +211,29 @@ def headline(rows):
             if gar or nar:
                 lines.append(Line(f"all_reduce in a graph, {pes} PEs, {fmt_size(size)}", val(gar), val(nar),
                                   peer_name="NCCL", higher=False, unit="us"))
+    # The device collectives against NCCL: busbw at the largest size both measured (float32), and
+    # allreduce's time at the smallest.
+    for pes in sorted({x.get("npes") for x in pick(r, case=list(COLL_CASES))}):
+        for case in COLL_CASES[:4]:
+            g = {x["size"]: x for x in pick(r, case=case, library="gpucomm", npes=pes, variant="float32",
+                                            metric="busbw")}
+            n = {x["size"]: x for x in pick(r, case=case, library="nccl", npes=pes, variant="float32",
+                                            metric="busbw")}
+            both = sorted(set(g) & set(n))
+            if both:
+                size = both[-1]
+                lines.append(Line(f"{case} busbw, {pes} PEs, {fmt_size(size)} (largest size)", g[size]["value"],
+                                  n[size]["value"], peer_name="NCCL", unit="GB/s",
+                                  g_where=f" ({g[size]['ctas']} CTAs)"))
+        g = {x["size"]: x for x in pick(r, case="allreduce", library="gpucomm", npes=pes, variant="float32",
+                                        metric="latency")}
+        n = {x["size"]: x for x in pick(r, case="allreduce", library="nccl", npes=pes, variant="float32",
+                                        metric="latency")}
+        both = sorted(set(g) & set(n))
+        if both:
+            size = both[0]
+            lines.append(Line(f"allreduce time per call, {pes} PEs, {fmt_size(size)}", g[size]["value"],
+                              n[size]["value"], peer_name="NCCL", higher=False, unit="us"))
     # verbs_gpu against the software NIC model (drain-only): what posting costs the GPU, no NIC.
     nic = "software NIC model (drain-only), not a real NIC"
     gr = best(pick(r, case="verbs_posting_rate", library="gpucomm", scope="gpu"))
@@ -250,6 +277,8 @@ def tables(rows):
     """One markdown table per (case, variant, scope, npes, metric): sizes down, (ctas, library) across."""
     groups = defaultdict(list)
     for x in ok(rows):
+        if x["case"] in COLL_CASES and x.get("metric") in COLL_METRICS:
+            continue  # coll_tables
         if x["case"] in VERBS_CASES:  # a handful of points: one table, a line per scope and variant
             groups[(x["case"], "", "", x.get("npes", 1), x["metric"], x["unit"])].append(x)
         elif x["case"] in LIMIT_CASES and x["case"] != "copy_limits":  # one table per case, a line per variant
@@ -300,6 +329,51 @@ def tables(rows):
         for rk in sorted(cells, key=order_key):
             label = fmt_size(rk) if isinstance(rk, int) else str(rk)
             out.append("| " + " | ".join([label] + [fmt(cells[rk].get(c)) if c in cells[rk] else "" for c in cols]) + " |")
+        out.append("")
+    return out
+
+
+def coll_tables(rows):
+    """The device collectives: one table per (case, element type, PEs), a line per size (nccl-tests' size),
+    gpucomm's and NCCL's time per call, busbw and algbw side by side."""
+    pts = defaultdict(dict)  # (case, variant, npes) -> size -> (library, metric) -> row
+    for x in ok(rows):
+        if x["case"] in COLL_CASES and x.get("metric") in COLL_METRICS:
+            pts[(x["case"], x.get("variant", ""), x.get("npes", 2))].setdefault(x["size"], {})[
+                (x["library"], x["metric"])] = x
+    if not pts:
+        return []
+    out = ["Semantics of nccl-tests (`all_reduce_perf` and the others with `-G`): size = the bytes nccl-tests counts "
+           "(allreduce: the buffer; allgather: the gathered receive buffer; reduce_scatter and alltoall: the whole "
+           "send buffer), time = median over repetitions of the time per call in a replayed CUDA graph of K calls "
+           "(PE 0's stream), algbw = size / time, busbw = algbw x 2(n-1)/n (allreduce) or (n-1)/n (the others). "
+           "Every element of every rank's result is checked before and after timing. "
+           "\"NCCL / gpucomm\" is NCCL's time over gpucomm's (> 1: gpucomm faster); CTAs = gpucomm's workspace "
+           "parts per PE (one CTA of 1024 threads each).", ""]
+    order = {c: i for i, c in enumerate(COLL_CASES)}
+    for key in sorted(pts, key=lambda k: (order.get(k[0], 9), k[2], k[1] != "float32", k[1])):
+        case, variant, npes = key
+        sizes = pts[key]
+        smoke = any(str(x.get("note", "")).startswith("smoke") for p in sizes.values() for x in p.values())
+        out.append(f"### {case} · {variant} · {npes} PEs" + (" (smoke: PEs share a GPU, not link figures)" if smoke else ""))
+        out.append("")
+        head = ["size", "gpucomm us", "NCCL us", "gpucomm busbw GB/s", "NCCL busbw GB/s", "gpucomm algbw GB/s",
+                "NCCL algbw GB/s", "NCCL / gpucomm", "CTAs"]
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|" + "---|" * len(head))
+        for size in sorted(sizes):
+            p = sizes[size]
+
+            def v(lib, metric):
+                x = p.get((lib, metric))
+                return x["value"] if x else None
+
+            gt, nt = v("gpucomm", "latency"), v("nccl", "latency")
+            ratio = f"{nt / gt:.2f}x" if gt and nt else ""
+            ctas = p.get(("gpucomm", "latency"), {}).get("ctas", "")
+            cells = [fmt_size(size)] + [fmt(x) if x is not None else "" for x in (
+                gt, nt, v("gpucomm", "busbw"), v("nccl", "busbw"), v("gpucomm", "algbw"), v("nccl", "algbw"))]
+            out.append("| " + " | ".join(cells + [ratio, str(ctas)]) + " |")
         out.append("")
     return out
 
@@ -559,6 +633,13 @@ DOCS_PLOTS = [
         ("barrier", "barrier on 2 and 4 PEs"),
         ("all_reduce", "all_reduce in a CUDA graph: gpucomm and NCCL"),
     ]),
+    ("Device collectives next to NCCL (nccl-tests semantics)", [
+        ("coll_allreduce", "allreduce: time per call and busbw, gpucomm and NCCL"),
+        ("coll_allgather", "allgather: time per call and busbw, gpucomm and NCCL"),
+        ("coll_alltoall", "alltoall: time per call and busbw, gpucomm and NCCL"),
+        ("coll_reduce_scatter", "reduce_scatter: time per call and busbw, gpucomm and NCCL"),
+        ("coll_alltoallv", "alltoallv (gpucomm; uniform and skewed counts)"),
+    ]),
     ("verbs_gpu posting (software NIC model, drain-only)", [
         ("verbs_posting", "WQEs posted per second by scope, and post-to-doorbell latency"),
     ]),
@@ -815,6 +896,9 @@ def markdown(doc, out):
         if len(bad) > 100:
             md.append(f"- ... and {len(bad) - 100} more (see the JSON)")
         md.append("")
+    coll = coll_tables(rows)
+    if coll:
+        md += ["## Device collectives next to NCCL", ""] + coll
     md.append("## All results")
     md.append("")
     md.extend(tables(rows))

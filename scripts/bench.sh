@@ -4,9 +4,11 @@
 # in one go:
 #   scripts/bench.sh [--quick] [--gpus N] [--budget-s S] [--skip-build] [--no-profile] [--smoke]
 # --smoke: for a one-GPU machine. Only the point-to-point bandwidth and ping-pong cases of
-# NVLinkStore and P2PCopy, with two PEs sharing GPU 0, and the raw copy references local -> local;
-# no peers (they need a GPU per PE). The figures are smoke: the stem ends in -smoke and the
-# markdown says so. Used to tune copy pipelines, never quoted as link figures.
+# NVLinkStore and P2PCopy, with two PEs sharing GPU 0, the raw copy references local -> local, and
+# gpucomm's device collectives with 2 and 4 PEs sharing GPU 0 (8 B .. 64 MiB); no peers (they need a
+# GPU per PE: NCCL's collective rows are "skipped" rows saying so). The figures are smoke: the stem
+# ends in -smoke and the markdown says so. Used to tune copy pipelines and to check that the
+# collective cases run, never quoted as link figures.
 # Writes benchmarks/results/<date>-<gpu>-<n>gpu.{json,md} (+ -plots/*.png when matplotlib is there),
 # and copies them to $OUT when it is set. Every case runs in its own process under a timeout, so a
 # case that fails or hangs costs only its own rows; the results file is written whatever happens.
@@ -70,6 +72,10 @@ echo "gpucomm benchmarks: $stem (budget ${budget}s, work dir $work)"
 
 record() {  # record CASE LIBRARY NPES RC SECONDS NOTE
   printf '{"case":"%s","library":"%s","npes":%s,"rc":%s,"seconds":%s,"note":"%s"}\n' "$1" "$2" "$3" "$4" "$5" "$6" >>"$status"
+}
+skip_row() {  # skip_row LIBRARY CASE NPES NOTE: a "skipped" row for a case that cannot run on this machine
+  printf '{"case":"%s","library":"%s","npes":%s,"ctas":0,"size":0,"metric":"latency","unit":"us","status":"skipped","note":"%s"}\n' \
+    "$2" "$1" "$3" "$4" >>"$rows"
 }
 
 # ---- build -------------------------------------------------------------------------------------------
@@ -195,11 +201,12 @@ if [ $smoke = 0 ] && [ "$gpus" -ge 1 ] && have ibgda/bench_ibgda_model; then
 fi
 
 smoke_note=""
+coll_cases=(allreduce allgather alltoall reduce_scatter alltoallv)
 if [ $smoke = 1 ]; then
   # Two PEs on GPU 0 (the gpucomm benchmarks place PE 1 on GPU 0 too); copy_limits writes local ->
   # local. NVLinkStore's put_bw at block scope is the baseline P2PCopy is read against; the CTA
   # counts are those of P2PCopy's targets (1, 4, 8).
-  smoke_note="smoke: 2 PEs share GPU 0 (copy_limits, ce_copy: local -> local); not link figures, not comparable with one PE per GPU"
+  smoke_note="smoke: 2 PEs share GPU 0 (the collectives also 4; copy_limits, ce_copy: local -> local); not link figures, not comparable with one PE per GPU"
   if [ $quick = 1 ]; then bw_limit=90; lat_limit=45; else bw_limit=150; lat_limit=60; fi
   ctas=(--only ctas=1,4,8)
   have bench_cuda && run_case cuda copy_limits 2 "$lat_limit" "$build/benchmarks/bench_cuda" "${ctas[@]}"
@@ -216,6 +223,16 @@ if [ $smoke = 1 ]; then
   done
   have bench_gpucomm &&
     run_case gpucomm proxyqueue_put_bw 2 "$bw_limit" "$build/benchmarks/bench_gpucomm" --only scope=block --only ctas=1,4
+  # The device collectives (nccl-tests semantics; allreduce float32 only here), 2 and 4 PEs on GPU 0,
+  # sizes 8 B .. 64 MiB. NCCL cannot put two ranks on one GPU: its rows are skipped rows.
+  for n in 2 4; do
+    for c in "${coll_cases[@]}"; do
+      only=(); [ "$c" = allreduce ] && only=(--only variant=float32)
+      have bench_gpucomm && run_case gpucomm "$c" "$n" "$lat_limit" "$build/benchmarks/bench_gpucomm" \
+        --max-size $((64 << 20)) "${only[@]}"
+      [ "$c" != alltoallv ] && skip_row nccl "$c" "$n" "smoke: NCCL runs one rank per GPU; $n ranks need $n GPUs"
+    done
+  done
 elif [ "$gpus" -lt 2 ]; then
   echo "fewer than 2 GPUs ($gpus): nothing to measure (--smoke runs the copy cases with PEs sharing one GPU)"
   record all none "$gpus" -1 0 "fewer than 2 GPUs"
@@ -276,6 +293,17 @@ else
   for c in proxyqueue_ring proxyqueue_command_rate proxyqueue_put_latency proxyqueue_put_signal_pingpong \
     proxyqueue_put_bw; do
     have bench_gpucomm && run_case gpucomm "$c" 2 "$bw_limit" "$build/benchmarks/bench_gpucomm"
+  done
+  # The device collectives next to NCCL's (last: they are the newest sweeps, so a short budget cuts
+  # them rather than the established cases), nccl-tests semantics (size, algbw, busbw), 8 B .. 256 MiB
+  # (--quick: x4 steps to 64 MiB, allreduce float32 only; full: allreduce also bf16). NCCL has no
+  # alltoallv.
+  for n in "${pe_counts[@]}"; do
+    for c in "${coll_cases[@]}"; do
+      only=(); [ "$c" = allreduce ] && [ $quick = 1 ] && only=(--only variant=float32)
+      have bench_gpucomm && run_case gpucomm "$c" "$n" "$bw_limit" "$build/benchmarks/bench_gpucomm" "${only[@]}"
+      [ "$c" != alltoallv ] && have bench_nccl && run_case nccl "$c" "$n" "$bw_limit" "$build/benchmarks/bench_nccl" "${only[@]}"
+    done
   done
 fi
 

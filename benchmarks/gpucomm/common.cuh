@@ -118,6 +118,12 @@ template <class Transport>
 void barrier_latency(bench::session&);
 template <class Transport>
 void all_reduce(bench::session&);
+// The device collectives through their host launchers, next to NCCL's (collectives.cu).
+void allreduce(bench::session&);
+void allgather(bench::session&);
+void alltoall(bench::session&);
+void reduce_scatter(bench::session&);
+void alltoallv(bench::session&);
 void p2pcopy_put_bw(bench::session&);   // P2PCopy alone (p2p_bw.cu)
 void proxyqueue_ring(bench::session&);  // ProxyQueue alone (proxy.cu)
 void proxyqueue_command_rate(bench::session&);

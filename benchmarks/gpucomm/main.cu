@@ -2,7 +2,8 @@
 // p2pcopy_put_signal_pingpong; ProxyQueue's: proxyqueue_put_bw, _get_bw, _put_latency,
 // _put_signal_pingpong, _ring, _command_rate), one process over GPUs 0..npes-1.
 //   bench_gpucomm --case put_bw --out rows.jsonl [--quick] [--npes N] [--budget-s S]
-// Point-to-point cases use PEs 0 and 1; barrier and all_reduce use --npes PEs.
+// Point-to-point cases use PEs 0 and 1; barrier, all_reduce and the device collectives (allreduce,
+// allgather, alltoall, reduce_scatter, alltoallv: collectives.cu) use --npes PEs.
 #include <cstdlib>
 
 #include "common.cuh"
@@ -23,6 +24,11 @@ int main(int argc, char** argv) {
       {"put_signal_pingpong", gb::put_signal_pingpong<T>},
       {"barrier", gb::barrier_latency<T>},
       {"all_reduce", gb::all_reduce<T>},
+      {"allreduce", gb::allreduce},
+      {"allgather", gb::allgather},
+      {"alltoall", gb::alltoall},
+      {"reduce_scatter", gb::reduce_scatter},
+      {"alltoallv", gb::alltoallv},
       {"p2pcopy_put_bw", gb::p2pcopy_put_bw},
       {"p2pcopy_put_signal_pingpong", gb::put_signal_pingpong<gpucomm::P2PCopy>},
       {"proxyqueue_put_bw", gb::put_bw<gpucomm::ProxyQueue>},

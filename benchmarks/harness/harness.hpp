@@ -80,14 +80,15 @@ namespace bench {
 // ---- options --------------------------------------------------------------------------------------
 
 struct options {
-  std::string case_name;  // --case
-  std::string out_path;   // --out: JSON-lines file the rows are appended to
-  bool quick = false;     // --quick: the trimmed sweep
-  int npes = 2;           // --npes: PEs (GPUs) for collective cases; point-to-point cases use PEs 0 and 1
-  double budget_s = 0;    // --budget-s: stop sweeping after this many seconds (0: no limit)
-  int reps = 0;           // --reps: repetitions per point (0: the case's default)
-  bool list = false;      // --list: print the case names and exit
-  point_filter only;      // --only AXIS=VALUES (repeatable): run only the matching points (filter.hpp)
+  std::string case_name;     // --case
+  std::string out_path;      // --out: JSON-lines file the rows are appended to
+  bool quick = false;        // --quick: the trimmed sweep
+  int npes = 2;              // --npes: PEs (GPUs) for collective cases; point-to-point cases use PEs 0 and 1
+  double budget_s = 0;       // --budget-s: stop sweeping after this many seconds (0: no limit)
+  int reps = 0;              // --reps: repetitions per point (0: the case's default)
+  std::size_t max_size = 0;  // --max-size: largest size (bytes) a case sweeps to (0: the case's default)
+  bool list = false;         // --list: print the case names and exit
+  point_filter only;         // --only AXIS=VALUES (repeatable): run only the matching points (filter.hpp)
 
   static options parse(int argc, char** argv) {
     options o;
@@ -109,6 +110,8 @@ struct options {
         o.budget_s = std::stod(value("--budget-s"));
       else if (a == "--reps")
         o.reps = std::stoi(value("--reps"));
+      else if (a == "--max-size")
+        o.max_size = std::stoull(value("--max-size"));
       else if (a == "--list")
         o.list = true;
       else if (a == "--only")
@@ -116,7 +119,7 @@ struct options {
       else
         throw failure("unknown argument " + a +
                       " (expected --case NAME --out FILE [--quick] [--npes N] "
-                      "[--budget-s S] [--reps R] [--only AXIS=VALUES]... | --list)");
+                      "[--budget-s S] [--reps R] [--max-size BYTES] [--only AXIS=VALUES]... | --list)");
     }
     return o;
   }

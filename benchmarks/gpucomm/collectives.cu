@@ -1,0 +1,295 @@
+// gpucomm's device collectives next to NCCL's (benchmarks/nccl/main.cu runs the same cases):
+//   allreduce, allgather, alltoall, reduce_scatter   the host launchers of collectives/launch.cuh
+//   alltoallv                                         the device alltoallv, from a kernel of ours
+// with nccl-tests' semantics (harness/collectives.cuh: the size axis, algbw, busbw), float32 sum
+// (allreduce also bf16), out of place, on the world team of one process over --npes PEs (PE i on
+// GPU i mod the GPUs visible; with fewer GPUs than PEs the PEs share them and the rows say smoke).
+//
+// One point: fill every PE's send buffer and poison its receive buffer; one uncaptured call on
+// every PE (the first iteration, also loading the kernels), every element of every PE checked
+// against the host reference; then K calls per PE captured in one CUDA graph per PE's stream (the
+// launchers only launch kernels, so they capture as they are), the graphs replayed `launches` times
+// on every PE with PE 0's stream timed between CUDA events (harness measure: the median of R
+// repetitions); then every element checked again, so the figure comes from replays that computed
+// the right result. A wrong result ends the case with an error row (exit status 3).
+//
+// The workspace (team_workspace's block_bytes and parts) is the case's parameter, by size:
+//   size <  512 KiB   1 part  (1 CTA of 1024 threads per PE), 64 KiB blocks: latency, few rounds
+//   size <  1 MiB     2 parts, 256 KiB blocks
+//   size <  2 MiB     4 parts, 256 KiB blocks
+//   size >= 2 MiB     8 parts, 1 MiB blocks: 8 CTAs push at once (~290 GB/s on NVLink4 by the
+//                     measured push rates), and a round (about a barrier's latency) per 1 MiB
+// GPUCOMM_BENCH_COLL_PARTS=k and GPUCOMM_BENCH_COLL_BLOCK=bytes fix either for every size (to
+// sweep them by hand). The rows carry the parts as `ctas`, and the block in the note. allreduce is
+// the launcher's default algorithm (allreduce_algorithm::automatic: the library picks by transport
+// and size), as a program calling the launcher gets it.
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <type_traits>
+
+#include "../harness/collectives.cuh"
+#include "common.cuh"
+
+namespace gpucomm_bench {
+namespace {
+
+namespace coll = bench::coll;
+using coll::op;
+using Tr = gpucomm::NVLinkStore;
+
+constexpr int threads_per_cta = 1024;  // the launchers' CTAs
+
+/// The device alltoallv the way the launchers run the other collectives: one CTA per workspace part.
+template <class T>
+__global__ void __launch_bounds__(threads_per_cta)
+    alltoallv_kernel(gpucomm::comm<Tr> c, gpucomm::collective_workspace ws, T* dst, std::size_t* recv_counts,
+                     std::size_t dst_capacity, T const* src, std::size_t const* send_counts,
+                     std::size_t const* send_offsets) {
+  auto const block = cg::this_thread_block();
+  gpucomm::alltoallv(c, block, ws.parts > 1 ? ws.part(static_cast<int>(blockIdx.x)) : ws, dst, recv_counts,
+                     dst_capacity, src, send_counts, send_offsets);
+}
+
+struct workspace_choice {
+  int parts = 1;
+  std::size_t block_bytes = 64 * bench::KiB;
+  bool operator<(workspace_choice const& o) const {
+    return parts != o.parts ? parts < o.parts : block_bytes < o.block_bytes;
+  }
+};
+
+std::size_t env_size(char const* name) {
+  char const* v = std::getenv(name);
+  return v && *v ? std::strtoull(v, nullptr, 0) : 0;
+}
+
+/// The case's workspace at `bytes` (the size axis), as the header says.
+workspace_choice choose_workspace(std::size_t bytes) {
+  workspace_choice c;
+  if (bytes >= 2 * bench::MiB) {
+    c = {8, bench::MiB};
+  } else if (bytes >= bench::MiB) {
+    c = {4, 256 * bench::KiB};
+  } else if (bytes >= 512 * bench::KiB) {
+    c = {2, 256 * bench::KiB};
+  }
+  if (std::size_t const p = env_size("GPUCOMM_BENCH_COLL_PARTS")) c.parts = static_cast<int>(p);
+  if (std::size_t const b = env_size("GPUCOMM_BENCH_COLL_BLOCK")) c.block_bytes = b;
+  return c;
+}
+
+struct graph_exec_deleter {
+  void operator()(cudaGraphExec_t g) const { cudaGraphExecDestroy(g); }
+};
+using graph_exec = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, graph_exec_deleter>;
+
+/// `body()` captured thread-local on `stream` (of `device`) and instantiated; the capture is ended
+/// on every path, so a launch that throws inside it leaves the stream usable.
+template <class Body>
+graph_exec capture(int device, cudaStream_t stream, Body&& body) {
+  BENCH_CUDA(cudaSetDevice(device));
+  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    body();
+  } catch (...) {
+    cudaGraph_t g = nullptr;
+    cudaSetDevice(device);
+    cudaStreamEndCapture(stream, &g);
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    throw;
+  }
+  cudaGraph_t graph = nullptr;
+  cudaError_t const launched = cudaGetLastError();
+  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t const inst = launched == cudaSuccess ? cudaGraphInstantiate(&exec, graph, 0) : launched;
+  cudaGraphDestroy(graph);
+  BENCH_CUDA(inst);
+  return graph_exec(exec);
+}
+
+/// One case: collective `k` on element type T, each size of the sweep. `skewed`: alltoallv's
+/// skewed counts (variant "<type>-skewed").
+template <op k, class T>
+void collective_sweep(bench::session& s, gpucomm::world& w,
+                      std::map<workspace_choice, std::unique_ptr<gpucomm::team_workspace>>& workspaces, bool skewed,
+                      std::size_t max_bytes) {
+  auto const& o = s.opt();
+  int const npes = w.npes();
+  int gpus = 0;
+  BENCH_CUDA(cudaGetDeviceCount(&gpus));
+  bool const smoke = gpus < npes;
+  // Buffers for the largest point, on each PE's GPU.
+  coll::shape const biggest = coll::shape_of(k, max_bytes, sizeof(T), npes, skewed);
+  std::vector<bench::device_buffer<T>> src, dst;
+  std::vector<bench::device_buffer<std::size_t>> counts;  // alltoallv: send counts, offsets, recv counts
+  for (int pe = 0; pe < npes; ++pe) {
+    src.emplace_back(w.device(pe), biggest.send);
+    dst.emplace_back(w.device(pe), biggest.recv);
+    if (k == op::alltoallv) counts.emplace_back(w.device(pe), 3 * static_cast<std::size_t>(npes));
+  }
+  bench::event_timer timer(w.device(0));
+  bench::plan const plan = coll::graph_plan(o);
+  std::string const variant = std::string(coll::type_name<T>()) + (skewed ? "-skewed" : "");
+
+  for (std::size_t const size : coll::sizes(o, max_bytes)) {
+    coll::shape const sh = coll::shape_of(k, size, sizeof(T), npes, skewed);
+    if (sh.count == 0) continue;  // less than one element per rank
+    workspace_choice const wc = choose_workspace(sh.bytes);
+    int const calls = coll::calls_per_graph(sh.bytes);
+    bench::row where = base_row<Tr>(coll::name(k), npes);
+    where.variant = variant;
+    where.scope = "block";
+    where.ctas = wc.parts;
+    where.threads = threads_per_cta;
+    where.size = sh.bytes;
+    where.metric = "latency";
+    where.unit = "us";
+    where.note =
+        std::string(k == op::alltoallv ? "device gpucomm::alltoallv, one CTA per part" : "host launcher gpucomm::") +
+        (k == op::alltoallv ? "" : coll::name(k)) +
+        (k == op::allreduce ? " (allreduce_algorithm::automatic: the library picks by transport and size)" : "") +
+        (k == op::allreduce || k == op::reduce_scatter ? ", sum" : "") + ", out of place; workspace " +
+        std::to_string(wc.parts) + " part(s) x " + std::to_string(wc.block_bytes / bench::KiB) + " KiB blocks; " +
+        std::to_string(calls) + " calls per CUDA graph; time per call; every element checked before and after timing";
+    if (smoke)
+      where.note = "smoke: " + std::to_string(npes) + " PEs share " + std::to_string(gpus) + " GPU(s); " + where.note;
+
+    bench::row measured_row;
+    bool const done = s.point(where, [&] {
+      auto& slot = workspaces[wc];
+      if (!slot) {
+        slot = std::make_unique<gpucomm::team_workspace>(
+            w, w.team_world(), gpucomm::workspace_options{.block_bytes = wc.block_bytes, .parts = wc.parts});
+      }
+      gpucomm::team_workspace const& ws = *slot;
+      // Inputs, poisoned outputs (all ones: NaN in float and bf16), alltoallv's counts.
+      auto prepare = [&] {
+        for (int pe = 0; pe < npes; ++pe) {
+          BENCH_CUDA(cudaSetDevice(w.device(pe)));
+          coll::fill(src[pe].get(), sh.send, pe, w.stream(pe));
+          BENCH_CUDA(cudaMemsetAsync(dst[pe].get(), 0xff, sh.recv * sizeof(T), w.stream(pe)));
+          if (k == op::alltoallv) {
+            std::vector<std::size_t> h(3 * static_cast<std::size_t>(npes), ~std::size_t{0});
+            for (int r = 0; r < npes; ++r) {
+              h[static_cast<std::size_t>(r)] = sh.pair_count(pe, r);
+              h[static_cast<std::size_t>(npes + r)] = sh.pair_offset(pe, r);
+            }
+            BENCH_CUDA(cudaMemcpy(counts[pe].get(), h.data(), h.size() * sizeof(std::size_t), cudaMemcpyHostToDevice));
+          }
+        }
+        w.synchronize();
+      };
+      // One call for PE `pe` on `st`.
+      auto issue = [&](int pe, cudaStream_t st) {
+        T* const d = dst[pe].get();
+        T const* const x = src[pe].get();
+        if constexpr (k == op::allreduce) {
+          gpucomm::allreduce<Tr>(w, ws, pe, d, x, sh.count, gpucomm::reduction::sum{}, st);
+        } else if constexpr (k == op::allgather) {
+          gpucomm::allgather<Tr>(w, ws, pe, d, x, sh.count, st);
+        } else if constexpr (k == op::alltoall) {
+          gpucomm::alltoall<Tr>(w, ws, pe, d, x, sh.count, st);
+        } else if constexpr (k == op::reduce_scatter) {
+          gpucomm::reduce_scatter<Tr>(w, ws, pe, d, x, sh.count, gpucomm::reduction::sum{}, st);
+        } else {
+          static_assert(k == op::alltoallv);
+          std::size_t* const c = counts[pe].get();  // send counts, send offsets, recv counts
+          BENCH_CUDA(cudaSetDevice(w.device(pe)));
+          alltoallv_kernel<T><<<static_cast<unsigned>(ws.parts()), threads_per_cta, 0, st>>>(
+              w.comm<Tr>(pe), ws.view(pe), d, c + 2 * npes, sh.recv, x, c, c + npes);
+          BENCH_CUDA(cudaGetLastError());
+        }
+      };
+      auto check_all = [&](char const* when) {
+        for (int pe = 0; pe < npes; ++pe) {
+          BENCH_CUDA(cudaSetDevice(w.device(pe)));
+          std::vector<std::size_t> recv_counts;
+          if (k == op::alltoallv) {
+            recv_counts.resize(static_cast<std::size_t>(npes));
+            BENCH_CUDA(cudaMemcpy(recv_counts.data(), counts[pe].get() + 2 * npes, npes * sizeof(std::size_t),
+                                  cudaMemcpyDeviceToHost));
+          }
+          coll::verify(sh, pe, dst[pe].get(), recv_counts, when);
+        }
+      };
+
+      prepare();
+      for (int pe = npes - 1; pe >= 0; --pe) issue(pe, w.stream(pe));
+      w.synchronize();
+      check_all("after the first (uncaptured) call");
+      for (int pe = 0; pe < npes; ++pe) {
+        BENCH_CUDA(cudaSetDevice(w.device(pe)));
+        BENCH_CUDA(cudaMemsetAsync(dst[pe].get(), 0xff, sh.recv * sizeof(T), w.stream(pe)));
+      }
+      w.synchronize();
+      std::vector<graph_exec> graphs;
+      for (int pe = 0; pe < npes; ++pe) {
+        graphs.push_back(capture(w.device(pe), w.stream(pe), [&] {
+          for (int call = 0; call < calls; ++call) issue(pe, w.stream(pe));
+        }));
+      }
+      // Launch on every PE, PE 0 last and timed (the others are already waiting for it).
+      auto run = [&](int launches) {
+        for (int pe = npes - 1; pe >= 0; --pe) {
+          BENCH_CUDA(cudaSetDevice(w.device(pe)));
+          if (pe == 0) timer.start(w.stream(0));
+          for (int l = 0; l < launches; ++l)
+            BENCH_CUDA(cudaGraphLaunch(graphs[static_cast<std::size_t>(pe)].get(), w.stream(pe)));
+          if (pe == 0) timer.stop(w.stream(0));
+        }
+        std::vector<double> ms{timer.ms()};
+        w.synchronize();
+        return ms;
+      };
+      auto value = [calls](std::vector<double> const& ms, int launches) {
+        return bench::us_per_iter(ms[0], launches * calls);
+      };
+      auto const m = bench::measure(plan, s.coll(), run, value);
+      check_all("after the timed graph replays");
+      bench::row r = finish(where, m);
+      r.iterations = m.iters * calls;
+      measured_row = r;
+      return r;
+    });
+    if (done)
+      for (bench::row const& r : coll::bandwidth_rows(measured_row, sh)) s.out().write(r);
+  }
+}
+
+/// Heap for every workspace the sweep may make (choose_workspace's four, with the environment's
+/// overrides; sized by the library's own layout), plus room for the world's own needs.
+gpucomm::world collective_world(int npes) {
+  std::size_t heap = 64 * bench::MiB;
+  for (std::size_t const bytes : {std::size_t{0}, 512 * bench::KiB, bench::MiB, 2 * bench::MiB}) {
+    workspace_choice const c = choose_workspace(bytes);
+    heap += gpucomm::collective_workspace::bytes(npes, gpucomm::collective_workspace::round_block_bytes(c.block_bytes),
+                                                 c.parts);
+  }
+  return make_world(npes, heap);
+}
+
+template <op K>
+void collective_case(bench::session& s) {
+  auto const& o = s.opt();
+  if (o.npes > coll::max_checked_ranks)
+    throw bench::failure("at most " + std::to_string(coll::max_checked_ranks) + " PEs (exact reference sums)");
+  gpucomm::world w = collective_world(o.npes);
+  std::map<workspace_choice, std::unique_ptr<gpucomm::team_workspace>> workspaces;
+  std::size_t const max_bytes = coll::max_bytes(o, coll::full_max_bytes, coll::quick_max_bytes);
+  collective_sweep<K, float>(s, w, workspaces, false, max_bytes);
+  if constexpr (K == op::allreduce) collective_sweep<K, __nv_bfloat16>(s, w, workspaces, false, max_bytes);
+  if constexpr (K == op::alltoallv) collective_sweep<K, float>(s, w, workspaces, true, max_bytes);
+}
+
+}  // namespace
+
+void allreduce(bench::session& s) { collective_case<op::allreduce>(s); }
+void allgather(bench::session& s) { collective_case<op::allgather>(s); }
+void alltoall(bench::session& s) { collective_case<op::alltoall>(s); }
+void reduce_scatter(bench::session& s) { collective_case<op::reduce_scatter>(s); }
+void alltoallv(bench::session& s) { collective_case<op::alltoallv>(s); }
+
+}  // namespace gpucomm_bench
