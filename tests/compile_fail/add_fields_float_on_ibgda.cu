@@ -1,4 +1,4 @@
-// expect: aggregate_field_cannot_add<Transport, Aggregate, Index, Field> [with Transport=gpucomm::IBGDAPost, Aggregate=counters, Index=1UL, Field=float]
+// expect: Transport=gpucomm::IBGDAPost, Aggregate=counters, Index=1UL, Field=float]
 // NIC atomics have no float add: add_fields names the field that needs it.
 #include <gpucomm/aggregate.cuh>
 #include <gpucomm/gpucomm.cuh>

@@ -1,4 +1,4 @@
-// expect: aggregate_field_cannot_take<Op, Aggregate, Index, Field> [with Op=gpucomm::reduction::bit_or, Aggregate=sample, Index=1UL, Field=float]
+// expect: Op=gpucomm::reduction::bit_or, Aggregate=sample, Index=1UL, Field=float]
 // A field-wise reduction names the field that cannot take the operation: its index and type.
 #include <gpucomm/aggregate.cuh>
 #include <gpucomm/gpucomm.cuh>

@@ -1,4 +1,4 @@
-// expect: per_field_length_mismatch<PerField, Aggregate> [with PerField=gpucomm::reduction::per_field<gpucomm::reduction::sum, gpucomm::reduction::max>, Aggregate=stats]
+// expect: gpucomm::reduction::sum, gpucomm::reduction::max>, Aggregate=stats]
 #include <gpucomm/aggregate.cuh>
 #include <gpucomm/gpucomm.cuh>
 struct stats {

@@ -9,8 +9,8 @@ struct meter {
 struct plain {
   float value;
 };
-__global__ void k(gpucomm::comm<gpucomm::NVLinkStore> c, gpucomm::collective_workspace ws, meter* dst,
-                  meter const* src, plain* pdst) {
+__global__ void k(gpucomm::comm<gpucomm::NVLinkStore> c, gpucomm::collective_workspace ws, meter* dst, meter const* src,
+                  plain* pdst) {
   gpucomm::allreduce(c, gpucomm::this_thread(), ws, pdst, pdst, 8, gpucomm::reduction::sum{});
 #if GPUCOMM_MISUSE
   gpucomm::allreduce(c, gpucomm::this_thread(), ws, dst, src, 8, gpucomm::reduction::sum{});
