@@ -233,6 +233,9 @@ if has_step demo; then
   for ex in cub_allreduce thrust_local routed_ring p2p_tile_push proxy_offload team_allreduce aggregate_stats; do
     run "example-$ex" $build/examples/$ex
   done
+  # The PyTorch example: its own build, two processes sharing GPU 0 under its own MPS daemon (exit 77:
+  # no torch here, reported as a failure of the step so that a round never passes without it).
+  run example-torch bash examples/torch/run.sh
 fi
 
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x NVSHMEM_DISABLE_NVLS

@@ -24,3 +24,5 @@ build=${GPUCOMM_BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc"
 cmake --build "$build" -j "$(nproc)"
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
+# The Python package (pyproject.toml): installs into fresh venvs, ships the headers, get_include() works.
+bash tests/python/check_package.sh
