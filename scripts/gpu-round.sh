@@ -106,14 +106,6 @@ has_step tests || shared_runs=0
 mps_needed=$shared_runs
 [ "$ngpu" -lt 2 ] && has_step sanitize && mps_needed=1
 mps_vars=()   # CUDA_MPS_* of the daemon the shared-GPU runs use (empty: the caller's environment)
-mps_probe() {  # mps_probe TRIES: whether the daemon that mps_vars name answers
-  local i
-  for ((i = 0; i < $1; i++)); do
-    [ "$i" -gt 0 ] && sleep 1
-    echo get_server_list | timeout 10 env "${mps_vars[@]}" nvidia-cuda-mps-control > /dev/null 2>&1 && return 0
-  done
-  return 1
-}
 mps_mode=none
 if command -v nvidia-cuda-mps-control > /dev/null 2>&1; then
   if mps_probe 1; then mps_mode=existing

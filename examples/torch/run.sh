@@ -20,6 +20,8 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
+# shellcheck source=scripts/lib/common.sh
+source "$root/scripts/lib/common.sh"  # mps_probe
 python=${PYTHON:-python3}
 nproc=${GPUCOMM_TORCH_NPROC:-2}
 device=${GPUCOMM_TORCH_DEVICE:-0}
@@ -114,14 +116,6 @@ build_args=()
 note "build: $((SECONDS - t)) s"
 
 # ---- 4. MPS ------------------------------------------------------------------------------------------
-mps_probe() {  # mps_probe TRIES: whether the daemon that mps_vars (or the environment) name answers
-  local i
-  for ((i = 0; i < $1; i++)); do
-    [ "$i" -gt 0 ] && sleep 1
-    echo get_server_list | timeout 10 env "${mps_vars[@]}" nvidia-cuda-mps-control > /dev/null 2>&1 && return 0
-  done
-  return 1
-}
 if [ "$nproc" -gt 1 ]; then
   command -v nvidia-cuda-mps-control > /dev/null 2>&1 ||
     skip "$nproc processes sharing GPU $device need the CUDA MPS daemon: nvidia-cuda-mps-control not found"

@@ -1,4 +1,4 @@
-# Shared by gpucomm's scripts: finding the CUDA toolkit and installing missing Debian packages.
+# Shared by gpucomm's scripts: finding the CUDA toolkit, installing missing Debian packages, probing MPS.
 
 # nvcc on PATH, or the toolkit's usual place.
 gpucomm_find_nvcc() {
@@ -52,3 +52,14 @@ gpucomm_install_missing() {
 
 # NVLink multicast stays off in everything gpucomm launches (it can take shared GPUs out of service).
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+
+# mps_probe TRIES: whether the CUDA MPS daemon that the caller's mps_vars array names (its
+# CUDA_MPS_* settings; empty: the environment's) answers, trying up to TRIES times a second apart.
+mps_probe() {
+  local i
+  for ((i = 0; i < $1; i++)); do
+    [ "$i" -gt 0 ] && sleep 1
+    echo get_server_list | timeout 10 env "${mps_vars[@]}" nvidia-cuda-mps-control > /dev/null 2>&1 && return 0
+  done
+  return 1
+}

@@ -148,17 +148,6 @@ __device__ GPUCOMM_FORCEINLINE T unit_element(packet_unit<T> const& unit, std::s
   return v;
 }
 
-/// Packet rounds for this part's share of [0, n), at most a packet block of T each.
-template <class T, class F>
-__device__ GPUCOMM_FORCEINLINE void for_each_packet_chunk(round_context const& x, std::size_t n, F&& f) {
-  element_range const mine = part_range(n, x.part, x.ws.parts);
-  std::size_t const per_round = packet_block_elements<T>(x);
-  for (std::size_t j = 0; j < rounds_for(mine.size(), per_round); ++j) {
-    element_range const chunk = chunk_of(mine.size(), j, per_round);
-    f(mine.lo + chunk.lo, chunk.size());
-  }
-}
-
 /// One-shot allreduce (or reduce_scatter: source(r) = src + r * n) in packet rounds: every member
 /// stores its chunk into every other member, and folds all of them in rank order into dst.
 template <class Op, class T, class Tr, group G, class Source>
@@ -167,7 +156,7 @@ __device__ void fold_packets(comm<Tr> const& c, G const& g, round_context const&
   if constexpr (reduction_takes<Op, T>) {  // else require_reduction has said why
     using R = element_reduction<T>;
     constexpr std::size_t per_unit = packet_unit<T>::elements;
-    for_each_packet_chunk<T>(x, n, [&](std::size_t at, std::size_t count) {
+    for_each_chunk(x, n, packet_block_elements<T>(x), [&](std::size_t at, std::size_t count) {
       packet_round<T>(
           c, g, x, count, [&](int r) { return source(r) + at; },
           [&](std::size_t u, auto&& unit_of) {

@@ -221,16 +221,21 @@ __device__ GPUCOMM_FORCEINLINE void copy_elements(G const& g, T* dst, T const* s
   if (dst != src && count > 0) group_copy(g, dst, src, count * sizeof(T));
 }
 
-/// f(at, count) for each round's chunk of this part's share of [0, n): the chunks of at most a
-/// block of T each, in order.
-template <class T, class F>
-__device__ GPUCOMM_FORCEINLINE void for_each_chunk(round_context const& x, std::size_t n, F&& f) {
+/// f(at, count) for each round's chunk of this part's share of [0, n): the chunks of at most
+/// per_round elements each, in order.
+template <class F>
+__device__ GPUCOMM_FORCEINLINE void for_each_chunk(round_context const& x, std::size_t n, std::size_t per_round,
+                                                   F&& f) {
   element_range const mine = part_range(n, x.part, x.ws.parts);
-  std::size_t const per_round = x.block_elements<T>();
   for (std::size_t j = 0; j < rounds_for(mine.size(), per_round); ++j) {
     element_range const chunk = chunk_of(mine.size(), j, per_round);
     f(mine.lo + chunk.lo, chunk.size());
   }
+}
+/// The same with chunks of a block of T each (the rounds').
+template <class T, class F>
+__device__ GPUCOMM_FORCEINLINE void for_each_chunk(round_context const& x, std::size_t n, F&& f) {
+  for_each_chunk(x, n, x.block_elements<T>(), f);
 }
 
 /// Every member sends every other member r the n elements at source(r), and receives rank r's
