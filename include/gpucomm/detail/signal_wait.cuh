@@ -40,15 +40,25 @@ __device__ void wait_for_epochs(G const& g, std::uint64_t* flags, int npes, std:
   group_sync(g);
 }
 
-/// Epoch barrier, the first half: every thread reads this PE's next epoch before the group syncs,
-/// and the leader then records it, so the read and the write never race (and the next barrier's
-/// read comes after this one's last sync). Returns the epoch to every thread.
+/// Reserves `count` epochs of the counter at `epoch_word` for the group and returns the first:
+/// every thread reads the counter before the group syncs, and the leader then records the last,
+/// so this read and that write never race. The caller must sync the group again before its next
+/// reservation on the same word, or a thread could read the counter before the leader's write and
+/// take an epoch twice (the barrier's wait and a collective's exit both end with a sync; packet
+/// rounds reserve all the epochs of a call at once for this reason).
+template <group G>
+__device__ std::uint64_t next_epochs(G const& g, std::uint64_t* epoch_word, std::uint64_t count) {
+  std::uint64_t const first = *epoch_word + 1;
+  group_sync(g);
+  if (is_leader(g)) *epoch_word = first + count - 1;
+  return first;
+}
+
+/// Epoch barrier, the first half: the group's next epoch of this PE (next_epochs of one), the same
+/// at every thread.
 template <group G>
 __device__ std::uint64_t next_epoch(G const& g, std::uint64_t* epoch_word) {
-  std::uint64_t const epoch = *epoch_word + 1;
-  group_sync(g);
-  if (is_leader(g)) *epoch_word = epoch;
-  return epoch;
+  return next_epochs(g, epoch_word, 1);
 }
 
 #endif  // __CUDACC__

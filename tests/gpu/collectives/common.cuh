@@ -41,6 +41,32 @@ using gpucomm::team_workspace;
 using gpucomm::workspace_options;
 namespace reduction = gpucomm::reduction;
 
+/// A user group, the whole block, whose leader leaves every sync about 20 us after the other
+/// threads: a collective whose threads act on a word the leader writes after a sync, without a
+/// sync in between, goes wrong with it (packet rounds once read their round number so).
+struct late_leader_block {
+  __device__ unsigned long long num_threads() const { return blockDim.x; }
+  __device__ unsigned long long thread_rank() const { return threadIdx.x; }
+  __device__ void sync() const {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      std::uint64_t const start = gpucomm::detail::global_time_ns();
+      while (gpucomm::detail::global_time_ns() - start < 20000) {
+      }
+    }
+  }
+};
+static_assert(gpucomm::group<late_leader_block>);
+
+struct mk_late_leader {
+  static constexpr char const* name = "late_leader_block(user)";
+  __device__ static auto make() { return late_leader_block{}; }
+  __device__ static bool active() { return true; }
+  __device__ static unsigned per_block() { return 1; }
+  static unsigned per_block(unsigned) { return 1; }
+  __device__ static unsigned index() { return 0; }
+};
+
 /// A 12-byte aggregate moved by the data collectives (no reduction).
 struct triple {
   int a, b, c;

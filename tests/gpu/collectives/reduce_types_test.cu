@@ -45,3 +45,16 @@ TEST_CASE("reductions in the multi-CTA form and with one large block", "[gpu][co
         {world_team, k, n, w.npes() - 1, {.block_bytes = 64 << 10, .parts = 1}, 10});
   }
 }
+
+#if GPUCOMM_TEST_TRANSPORT == 1
+// The round protocols on a group whose leader is late out of every sync (common.cuh): every
+// reduction and a data collective, in many rounds (packet rounds of 32 ints, rounds of 64).
+TEST_CASE("collectives on a group whose leader leaves every sync late", "[gpu][collectives]") {
+  auto& w = gpucomm::test::the_world();
+  team const world_team = w.team_world();
+  std::size_t const n = 3000 / static_cast<std::size_t>(model_slowdown) + 5;
+  for (kind k : reductions)
+    check_collective<mk_late_leader, int, reduction::sum>({world_team, k, n, 0, {.block_bytes = 256, .parts = 1}, 11});
+  check_collective<mk_late_leader, int>({world_team, kind::allgather, n, 0, {.block_bytes = 256, .parts = 1}, 12});
+}
+#endif

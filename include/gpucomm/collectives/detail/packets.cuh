@@ -6,9 +6,11 @@
 // flag, no fence between data and flag, no quiet (NCCL's LL protocol is the same idea).
 //
 // Round e (packet rounds count per part, like rounds, in their own word and slots):
-//   1. The group agrees on e (next_epoch's sync). Each thread fences (acq_rel, system scope): the
-//      group's reads of packet slot e & 1 in round e - 2 are ordered before this thread's stores of
-//      round e into other members (the other half of that argument is in step 3).
+//   1. The group agrees on e: a call reserves the numbers of all its packet rounds at once
+//      (next_epochs: one read of the part's counter, then the group's sync), and every round after
+//      the first starts with a group sync. Each thread fences (acq_rel, system scope): the group's
+//      reads of packet slot e & 1 in round e - 2 are ordered before this thread's stores of round
+//      e into other members (the other half of that argument is in step 3).
 //   2. Every member stores its packets into its own block of every other member's slot e & 1.
 //   3. Every member polls the packets it needs in its own slot until each shows round e (relaxed
 //      8-byte loads: data and round number arrive together, single-copy atomic). A member that has
@@ -17,6 +19,10 @@
 //      every other one packets, never zero of them), which is what makes two slots enough. Step 1's
 //      fence, after the poll of round e - 1 and the group sync, orders that knowledge before the
 //      stores of round e.
+// Why the numbers are reserved per call and not read per round: rounds end with polls, not with a
+// sync, so a thread that read the counter at the start of the next round could read it before the
+// leader had recorded this round's number, and run a round twice with stale packets (a race the
+// slow scheduling under compute-sanitizer's racecheck showed; the late-leader test pins it).
 // The round number in a packet is the low 32 bits of e; a stale packet in slot e & 1 is from round
 // e - 2 (or 0, never written), never equal. Nothing is reset: graph replays are safe.
 
@@ -104,16 +110,16 @@ __device__ GPUCOMM_FORCEINLINE packet_unit<T> receive_unit(round_context const& 
   return unit;
 }
 
-/// One packet round over `count` elements: every member stores source(r)'s units into member r's
-/// packet block, then consume(u, unit_of) runs for every unit u of [0, count) (shared by g's
-/// threads), where unit_of(r) is rank r's unit u (this member's own from source(rank)).
+/// One packet round, number `round`, over `count` elements: every member stores source(r)'s units
+/// into member r's packet block, then consume(u, unit_of) runs for every unit u of [0, count)
+/// (shared by g's threads), where unit_of(r) is rank r's unit u (this member's own from
+/// source(rank)). The caller has synced the group since the previous round (for_each_packet_round).
 template <class T, class Tr, group G, class Source, class Consume>
-__device__ void packet_round(comm<Tr> const& c, G const& g, round_context const& x, std::size_t count, Source&& source,
-                             Consume&& consume) {
-  std::uint64_t const round = next_epoch(g, x.words + collective_workspace::packet_round_word);
+__device__ void packet_round(comm<Tr> const& c, G const& g, round_context const& x, std::uint64_t round,
+                             std::size_t count, Source&& source, Consume&& consume) {
   auto const stamp = static_cast<std::uint32_t>(round);
   std::size_t const units = (count + packet_unit<T>::elements - 1) / packet_unit<T>::elements;
-  // Orders the group's reads of this slot two rounds ago (before next_epoch's sync) before the
+  // Orders the group's reads of this slot two rounds ago (before the caller's sync) before the
   // stores below (see the top of this header).
   cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_system);
   auto* const mine = reinterpret_cast<std::uint64_t*>(x.ws.packet_block(x.part, round, x.rank));
@@ -129,6 +135,22 @@ __device__ void packet_round(comm<Tr> const& c, G const& g, round_context const&
       return receive_unit<T>(x, reinterpret_cast<std::uint64_t*>(x.ws.packet_block(x.part, round, r)), u, stamp);
     });
   }
+}
+
+/// f(round, at, count) for each packet round's chunk of this part's share of [0, n), in order: the
+/// rounds' numbers reserved at once (step 1 at the top of this header), the group synced before
+/// every round after the first, so each round starts after all of the group's polls of the one
+/// before.
+template <class T, group G, class F>
+__device__ void for_each_packet_round(G const& g, round_context const& x, std::size_t n, F&& f) {
+  std::size_t const per_round = packet_block_elements<T>(x);
+  std::uint64_t const first =
+      next_epochs(g, x.words + collective_workspace::packet_round_word, chunk_count(x, n, per_round));
+  std::uint64_t round = first;
+  for_each_chunk(x, n, per_round, [&](std::size_t at, std::size_t count) {
+    if (round != first) group_sync(g);
+    f(round++, at, count);
+  });
 }
 
 /// Whether this member reaches every other member with load/store (route reaches only its first
@@ -156,9 +178,9 @@ __device__ void fold_packets(comm<Tr> const& c, G const& g, round_context const&
   if constexpr (reduction_takes<Op, T>) {  // else require_reduction has said why
     using R = element_reduction<T>;
     constexpr std::size_t per_unit = packet_unit<T>::elements;
-    for_each_chunk(x, n, packet_block_elements<T>(x), [&](std::size_t at, std::size_t count) {
+    for_each_packet_round<T>(g, x, n, [&](std::uint64_t round, std::size_t at, std::size_t count) {
       packet_round<T>(
-          c, g, x, count, [&](int r) { return source(r) + at; },
+          c, g, x, round, count, [&](int r) { return source(r) + at; },
           [&](std::size_t u, auto&& unit_of) {
             accumulator_t<T> acc[per_unit];
             packet_unit<T> const first = unit_of(0);

@@ -221,13 +221,18 @@ __device__ GPUCOMM_FORCEINLINE void copy_elements(G const& g, T* dst, T const* s
   if (dst != src && count > 0) group_copy(g, dst, src, count * sizeof(T));
 }
 
+/// How many chunks of at most per_round elements this part's share of [0, n) takes.
+__device__ GPUCOMM_FORCEINLINE std::size_t chunk_count(round_context const& x, std::size_t n, std::size_t per_round) {
+  return rounds_for(part_range(n, x.part, x.ws.parts).size(), per_round);
+}
+
 /// f(at, count) for each round's chunk of this part's share of [0, n): the chunks of at most
 /// per_round elements each, in order.
 template <class F>
 __device__ GPUCOMM_FORCEINLINE void for_each_chunk(round_context const& x, std::size_t n, std::size_t per_round,
                                                    F&& f) {
   element_range const mine = part_range(n, x.part, x.ws.parts);
-  for (std::size_t j = 0; j < rounds_for(mine.size(), per_round); ++j) {
+  for (std::size_t j = 0; j < chunk_count(x, n, per_round); ++j) {
     element_range const chunk = chunk_of(mine.size(), j, per_round);
     f(mine.lo + chunk.lo, chunk.size());
   }
