@@ -25,11 +25,28 @@ LIBCU_BULK_LOAD = re.compile(
     r"const unsigned int &, unsigned long \*\)$")
 
 
+def clone_kernel(name):
+    """racecheck names an access inside an inlined function as `[clone KERNEL] FUNCTION`, with the
+    offset in KERNEL: the kernel, or the name as it is."""
+    if not name.startswith("[clone "):
+        return name
+    depth = 0
+    for i, ch in enumerate(name):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if depth == 0:
+            return name[len("[clone "):i]
+    return name
+
+
 def normalise(name):
     """A kernel's name without its return type and parameter list (racecheck and c++filt spell
-    parameters differently: `const char *` against `char const*`), spaces and the spelling of the
-    anonymous namespace."""
-    name = re.sub(r"\s+", "", name.replace("(anonymous namespace)", "<unnamed>"))
+    parameters differently: `const char *` against `char const*`), spaces, the spelling of the
+    anonymous namespace and of integer template arguments (racecheck: `(unsigned int)32`,
+    c++filt: `32u`)."""
+    name = clone_kernel(name).replace("(anonymous namespace)", "<unnamed>")
+    name = re.sub(r"\((?:unsigned |signed )?(?:char|short|int|long|long long)\)(-?\d+)", r"\1", name)
+    name = re.sub(r"\b(\d+)(?:ull|ul|u|ll|l)\b", r"\1", name)
+    name = re.sub(r"\s+", "", name)
     if name.endswith(")"):
         depth = 0
         for i in range(len(name) - 1, -1, -1):

@@ -41,16 +41,18 @@ using gpucomm::team_workspace;
 using gpucomm::workspace_options;
 namespace reduction = gpucomm::reduction;
 
-/// A user group, the whole block, whose leader leaves every sync about 20 us after the other
-/// threads: a collective whose threads act on a word the leader writes after a sync, without a
-/// sync in between, goes wrong with it (packet rounds once read their round number so).
+/// A user group, the whole block, whose leader leaves about half of its syncs 20 us after the
+/// other threads, chosen by the clock and the SM, so that at times one member's leader is late and
+/// another's is not: a collective whose threads act on a word their leader writes after a sync,
+/// without a sync in between, goes wrong with it (packet rounds once read their round number so,
+/// and with every leader late alike the members' stale rounds matched and hid it).
 struct late_leader_block {
   __device__ unsigned long long num_threads() const { return blockDim.x; }
   __device__ unsigned long long thread_rank() const { return threadIdx.x; }
   __device__ void sync() const {
     __syncthreads();
-    if (threadIdx.x == 0) {
-      std::uint64_t const start = gpucomm::detail::global_time_ns();
+    std::uint64_t const start = gpucomm::detail::global_time_ns();
+    if (threadIdx.x == 0 && (((start >> 10) + cuda::ptx::get_sreg_smid()) & 1u) != 0) {
       while (gpucomm::detail::global_time_ns() - start < 20000) {
       }
     }
