@@ -47,14 +47,16 @@ TEST_CASE("reductions in the multi-CTA form and with one large block", "[gpu][co
 }
 
 #if GPUCOMM_TEST_TRANSPORT == 1
-// The round protocols on a group whose leader is late out of every sync (common.cuh): every
-// reduction and a data collective, in many rounds (packet rounds of 32 ints, rounds of 64).
+// The round protocols on a group whose leader is late out of syncs (common.cuh): every reduction
+// and a data collective, in many rounds (packet rounds of 256 ints, rounds of 512). The units of a
+// round must reach past the leader's warp: the threads of that warp wait for the leader at the end
+// of its delay, so only the other warps can run ahead of it.
 TEST_CASE("collectives on a group whose leader leaves every sync late", "[gpu][collectives]") {
   auto& w = gpucomm::test::the_world();
   team const world_team = w.team_world();
-  std::size_t const n = 3000 / static_cast<std::size_t>(model_slowdown) + 5;
-  for (kind k : reductions)
-    check_collective<mk_late_leader, int, reduction::sum>({world_team, k, n, 0, {.block_bytes = 256, .parts = 1}, 11});
-  check_collective<mk_late_leader, int>({world_team, kind::allgather, n, 0, {.block_bytes = 256, .parts = 1}, 12});
+  std::size_t const n = 8000 / static_cast<std::size_t>(model_slowdown) + 5;
+  workspace_options const ws{.block_bytes = 2048, .parts = 1};
+  for (kind k : reductions) check_collective<mk_late_leader, int, reduction::sum>({world_team, k, n, 0, ws, 11});
+  check_collective<mk_late_leader, int>({world_team, kind::allgather, n, 0, ws, 12});
 }
 #endif
