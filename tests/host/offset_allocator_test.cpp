@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -100,4 +101,14 @@ TEST_CASE("offset_allocator keeps blocks disjoint under random allocate/free", "
     for (auto const& [o, s] : live) used += s;
     REQUIRE(a.bytes_in_use() == used);
   }
+}
+
+TEST_CASE("offset_allocator refuses requests above its capacity without wrapping", "[heap]") {
+  offset_allocator a(0, 4 * 64, 64);
+  // rounded() of a byte count within a granule of SIZE_MAX would wrap to 0: a 0-byte block.
+  CHECK_FALSE(a.allocate(std::numeric_limits<std::size_t>::max()).has_value());
+  CHECK_FALSE(a.allocate(std::numeric_limits<std::size_t>::max() - 10).has_value());
+  CHECK_FALSE(a.allocate(4 * 64 + 1).has_value());
+  CHECK(a.live_blocks() == 0);
+  CHECK(a.allocate(4 * 64) == std::size_t{0});  // the whole capacity is still one block
 }

@@ -106,3 +106,43 @@ TEST_CASE("callback_bootstrap forwards to the user's collectives", "[bootstrap]"
   CHECK(barriers == 1);
   static_assert(gpucomm::bootstrap<gpucomm::callback_bootstrap>);
 }
+
+TEST_CASE("checked_on_every_rank throws on every rank when one rank's checks fail", "[bootstrap]") {
+  // Rank 2 failed its checks (its verdict is in the table); rank 1's pass, and rank 1 throws too.
+  std::vector<std::vector<unsigned char>> table(3);
+  struct verdict {
+    char ok;
+    char text[255];
+  } failed{};
+  std::strncpy(failed.text, "GPUCOMM_HEAP_BYTES=-1 is not a decimal count", sizeof(failed.text) - 1);
+  table[2].assign(reinterpret_cast<unsigned char const*>(&failed),
+                  reinterpret_cast<unsigned char const*>(&failed) + sizeof(failed));
+  gpucomm::detail::any_bootstrap boot(table_bootstrap{1, &table});
+  bool ran = false;
+  try {
+    gpucomm::detail::checked_on_every_rank(boot, "world", [&] { ran = true; });
+    FAIL("a rank's failure was not reported");
+  } catch (gpucomm::error const& e) {
+    CHECK(e.pe() == 2);
+    CHECK(std::string(e.what()) == "gpucomm: world on PE 2: GPUCOMM_HEAP_BYTES=-1 is not a decimal count");
+  }
+  CHECK(ran);
+  // This rank's own failure: its text travels without the "gpucomm: call on PE p: " prefix.
+  std::vector<std::vector<unsigned char>> clean(2);
+  gpucomm::detail::any_bootstrap two(table_bootstrap{0, &clean});
+  try {
+    gpucomm::detail::checked_on_every_rank(two, "world", [] { throw gpucomm::error("world", -1, "bad", "fix it"); });
+    FAIL("the rank's own failure was swallowed");
+  } catch (gpucomm::error const& e) {
+    CHECK(std::string(e.what()) == "gpucomm: world on PE 0: bad. fix it");
+  }
+  // One rank alone: the error passes through as thrown.
+  std::vector<std::vector<unsigned char>> alone(1);
+  gpucomm::detail::any_bootstrap one(table_bootstrap{0, &alone});
+  try {
+    gpucomm::detail::checked_on_every_rank(one, "world", [] { throw gpucomm::error("inner", 3, "bad"); });
+    FAIL("the error was swallowed");
+  } catch (gpucomm::error const& e) {
+    CHECK(std::string(e.what()) == "gpucomm: inner on PE 3: bad");
+  }
+}

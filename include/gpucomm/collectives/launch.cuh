@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <string>
 
 #include "../error.hpp"
 #include "../host/detail/device_guard.hpp"
@@ -42,6 +43,7 @@ inline constexpr unsigned launcher_threads = 1024;
 // One call of a device collective, as a trivially copyable value the kernel takes.
 template <class T>
 struct broadcast_call {
+  static constexpr bool src_at_root_only = true;
   T* dst;
   T const* src;
   std::size_t n;
@@ -73,6 +75,7 @@ struct alltoall_call {
 };
 template <class T, class Op>
 struct reduce_call {
+  static constexpr bool dst_at_root_only = true;
   T* dst;
   T const* src;
   std::size_t n;
@@ -109,6 +112,27 @@ __global__ void __launch_bounds__(launcher_threads) collective_kernel(comm<Tr> c
   call(c, block, ws.parts > 1 ? ws.part(static_cast<int>(blockIdx.x)) : ws);
 }
 
+/// What is wrong with `call` at team rank `rank` of `members`, or an empty string. The device
+/// collectives check the root too, but only in debug builds, and a null pointer faults the kernel
+/// and with it the CUDA context: both are refused here, before anything is launched.
+template <class Call>
+std::string launch_problem(Call const& call, team const& members, int rank) {
+  bool is_root = true;
+  if constexpr (requires { call.root; }) {
+    if (call.root < 0 || call.root >= members.size) {
+      return "root " + std::to_string(call.root) + " is not a rank of the team (0 to " +
+             std::to_string(members.size - 1) + ")";
+    }
+    is_root = rank == call.root;
+  }
+  bool need_src = call.n > 0, need_dst = call.n > 0;
+  if constexpr (requires { Call::src_at_root_only; }) need_src = need_src && is_root;
+  if constexpr (requires { Call::dst_at_root_only; }) need_dst = need_dst && is_root;
+  if (need_src && call.src == nullptr) return "src is null, for " + std::to_string(call.n) + " elements";
+  if (need_dst && call.dst == nullptr) return "dst is null, for " + std::to_string(call.n) + " elements";
+  return {};
+}
+
 /// Launches `call` for local PE `pe` on `stream`.
 template <class Tr, class Call>
 void launch_collective(world& w, team_workspace const& ws, int pe, Call const& call, cudaStream_t stream,
@@ -117,6 +141,8 @@ void launch_collective(world& w, team_workspace const& ws, int pe, Call const& c
     throw error(name, pe, "this PE is not a member of the workspace's team",
                 "call collectives only on the team's members");
   }
+  if (std::string const problem = launch_problem(call, ws.members(), ws.members().rank_of(pe)); !problem.empty())
+    throw error(name, pe, problem, "pass a root inside the team and device memory for the buffers this PE uses");
   comm<Tr> const c = w.comm<Tr>(pe);
   current_device_guard const keep;
   GPUCOMM_CUDA_CHECK(cudaSetDevice(w.device(pe)), pe);

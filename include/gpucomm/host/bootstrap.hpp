@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -117,8 +118,9 @@ void agree(any_bootstrap& boot, T const& value, char const* call, char const* wh
 
 /// Collective: every rank learns whether any rank failed. Each rank passes its own `ok`; if any is
 /// false every rank throws, naming the first failing rank and its message (`message` of that
-/// rank, at most 255 bytes, travels through the bootstrap).
-inline void all_ok_or_throw(any_bootstrap& boot, bool ok, std::string const& message, char const* call) {
+/// rank, at most 255 bytes, travels through the bootstrap), and `hint` (what to do) from the call site.
+inline void all_ok_or_throw(any_bootstrap& boot, bool ok, std::string const& message, char const* call,
+                            char const* hint = "") {
   struct verdict {
     char ok;
     char text[255];
@@ -129,8 +131,30 @@ inline void all_ok_or_throw(any_bootstrap& boot, bool ok, std::string const& mes
   auto const all = boot.allgather_value(mine);
   for (std::size_t r = 0; r < all.size(); ++r) {
     if (!all[r].ok)
-      throw error(call, static_cast<int>(r), std::string(all[r].text, strnlen(all[r].text, sizeof(all[r].text))));
+      throw error(call, static_cast<int>(r), std::string(all[r].text, strnlen(all[r].text, sizeof(all[r].text))), hint);
   }
+}
+
+/// Collective: runs `checks` on every rank; when it throws a gpucomm::error on some rank, every rank
+/// throws (the first failing rank's error), so no rank is left waiting in a later collective call
+/// for one that gave up. One rank alone: `checks`' own error passes through unchanged.
+template <class Checks>
+void checked_on_every_rank(any_bootstrap& boot, char const* call, Checks&& checks) {
+  if (boot.size() <= 1) {
+    checks();
+    return;
+  }
+  std::string problem;
+  try {
+    checks();
+  } catch (error const& e) {
+    // What went wrong and what to do; the rethrow names the call and the rank again.
+    std::string_view text = e.what();
+    if (auto const colon = text.find(": ", 9); text.starts_with("gpucomm: ") && colon != text.npos)
+      text.remove_prefix(colon + 2);
+    problem = text;
+  }
+  all_ok_or_throw(boot, problem.empty(), problem, call);
 }
 
 }  // namespace detail

@@ -39,10 +39,9 @@ class team_workspace {
  public:
   team_workspace(world& w, team const& t, workspace_options o = {}) {
     constexpr char const* call = "team_workspace";
-    if (!t.valid()) throw error(call, -1, "the team is not a live team", "pass a team the world made");
-    if (o.parts < 1 || o.parts > 4096)
-      throw error(call, -1, "parts " + std::to_string(o.parts) + " (at least 1, at most 4096)");
-    if (o.block_bytes == 0) throw error(call, -1, "block_bytes 0", "give each round at least one byte");
+    // On every process together: one that threw alone would leave the others waiting below.
+    detail::checked_on_every_rank(w.bootstrap(), call, [&] { check(w, t, o); });
+    if (w.one_process_per_gpu()) agree_across_processes(w, t, o);
     view_.members = t;
     view_.parts = o.parts;
     view_.block_bytes = collective_workspace::round_block_bytes(o.block_bytes);
@@ -58,6 +57,10 @@ class team_workspace {
   /// What kernels of local PE `pe` take (the whole workspace: pass .part(k) to the k-th group when
   /// parts > 1).
   collective_workspace view(int pe) const {
+    if (!memory_.get()) {
+      throw error("team_workspace::view", pe, "the workspace holds nothing (it was moved from)",
+                  "use the workspace it was moved to");
+    }
     collective_workspace v = view_;
     v.base = memory_.ptr(pe);
     return v;
@@ -69,6 +72,47 @@ class team_workspace {
   std::size_t size_bytes() const noexcept { return memory_.size_bytes(); }
 
  private:
+  static void check(world& w, team const& t, workspace_options const& o) {
+    constexpr char const* call = "team_workspace";
+    int const pe = w.local_pes().front();
+    if (!w.is_live(t)) throw error(call, pe, "the team is not a live team of this world", "pass a team the world made");
+    if (o.parts < 1 || o.parts > 4096)
+      throw error(call, pe, "parts " + std::to_string(o.parts) + " (at least 1, at most 4096)");
+    if (o.block_bytes == 0) throw error(call, pe, "block_bytes 0", "give each round at least one byte");
+    // 4 blocks per member per part: compared before the size_t product, which could wrap.
+    long double const need = 4.0L * static_cast<long double>(o.block_bytes) * t.size * o.parts;
+    if (need > static_cast<long double>(w.heap_capacity())) {
+      throw error(call, pe,
+                  std::to_string(o.parts) + " parts of " + std::to_string(o.block_bytes) + "-byte blocks for " +
+                      std::to_string(t.size) + " members need more than the heap's " +
+                      std::to_string(w.heap_capacity()) + " bytes",
+                  "give smaller blocks or fewer parts: rounds of 64 KiB to a few MiB are what collectives use");
+    }
+  }
+
+  /// Every process must pass the same team and options: the memory is symmetric and each member's
+  /// collectives index into the others' by the same layout.
+  static void agree_across_processes(world& w, team const& t, workspace_options const& o) {
+    struct arguments {
+      team members;
+      int parts;
+      std::size_t block_bytes;
+    };
+    auto const all = w.bootstrap().allgather_value(arguments{t, o.parts, o.block_bytes});
+    for (std::size_t r = 1; r < all.size(); ++r) {
+      if (all[r].members != all[0].members || all[r].parts != all[0].parts ||
+          all[r].block_bytes != all[0].block_bytes) {
+        throw error("team_workspace", static_cast<int>(r),
+                    "the team or options differ from PE 0's: team slot " + std::to_string(all[r].members.slot) +
+                        " of size " + std::to_string(all[r].members.size) + ", " + std::to_string(all[r].parts) +
+                        " parts of " + std::to_string(all[r].block_bytes) + "-byte blocks against slot " +
+                        std::to_string(all[0].members.slot) + " of size " + std::to_string(all[0].members.size) + ", " +
+                        std::to_string(all[0].parts) + " parts of " + std::to_string(all[0].block_bytes),
+                    "make workspaces on every process in the same order with the same team and options");
+      }
+    }
+  }
+
   collective_workspace view_;
   sym_array<std::byte> memory_;
 };

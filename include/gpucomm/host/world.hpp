@@ -30,13 +30,16 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <typeindex>
 #include <utility>
@@ -49,6 +52,7 @@
 #include "../transport/transport.hpp"
 #include "bootstrap.hpp"
 #include "detail/device_guard.hpp"
+#include "detail/env_count.hpp"
 #include "detail/heap.hpp"
 
 namespace gpucomm {
@@ -144,7 +148,10 @@ class world {
       problem = "no CUDA GPU is visible to this process";
     else if (device < 0 || device >= count)
       problem = "GPU " + std::to_string(device) + " does not exist; " + std::to_string(count) + " are visible";
-    detail::all_ok_or_throw(boot_, problem.empty(), problem, call);
+    else if (rank < 0 || rank >= npes_)
+      problem = "the bootstrap says this process is rank " + std::to_string(rank) + " of " + std::to_string(npes_);
+    detail::all_ok_or_throw(boot_, problem.empty(), problem, call,
+                            "give each process a GPU that exists, and a bootstrap whose ranks are 0 to size - 1");
     // Where every PE runs: ranks may share a GPU (the device argument repeats across ranks); their
     // kernels then need MPS to run at the same time (README, "Several PEs per GPU").
     pe_place mine{host_id(), {}};
@@ -190,7 +197,11 @@ class world {
     return it->second.get();
   }
   /// Whether PE `from` can load and store PE `to`'s symmetric memory.
-  bool can_load_store(int from, int to) const { return heap_->can_load_store(from, to); }
+  bool can_load_store(int from, int to) const {
+    place(from);  // throws for a PE outside the world
+    place(to);
+    return heap_->can_load_store(from, to);
+  }
   /// Whether PEs a and b run on the same host.
   bool same_host(int a, int b) const { return place(a).host == place(b).host; }
   /// Whether PEs a and b run on the same GPU (the same PCI device of the same host).
@@ -207,25 +218,40 @@ class world {
   /// n elements of T on every PE; returns the first local PE's view (see view()). Free with deallocate.
   template <class T>
   sym_ptr<T> allocate(std::size_t n) {
-    std::size_t const offset = heap_->allocate(n * sizeof(T), "world::allocate");
+    // n * sizeof(T) past SIZE_MAX would wrap to a small block that kernels then overrun.
+    bool const overflows = n > std::numeric_limits<std::size_t>::max() / sizeof(T);
+    std::size_t const offset =
+        heap_->allocate(overflows ? std::numeric_limits<std::size_t>::max() : n * sizeof(T), "world::allocate",
+                        overflows ? std::to_string(n) + " elements of " + std::to_string(sizeof(T)) +
+                                        " bytes are more bytes than a size_t holds"
+                                  : std::string());
     return sym_ptr<T>(reinterpret_cast<T*>(heap_->slot(local_pe_ids_.front()) + offset));
   }
 
   /// Free what allocate returned (any local PE's view of it). A pointer this heap did not hand
-  /// out, or a second free, throws and changes nothing.
+  /// out (null included), or a second free, throws on every PE and changes nothing. A pointer
+  /// freed and then handed out again by a later allocate is the new block's: freeing the stale
+  /// copy frees the new block, as with free().
   template <class T>
   void deallocate(sym_ptr<T> p) {
-    std::size_t const offset = offset_in_any_local_slot(p.get(), "world::deallocate");
     for (auto const& finish : free_hooks_) finish();  // a proxy's copies may still read the block
-    heap_->deallocate(offset, "world::deallocate");
+    heap_->deallocate(offset_in_any_local_slot(p.get()), "world::deallocate");
   }
 
-  /// Local PE `pe`'s view of the symmetric object `p` (given as any local PE's view).
+  /// Local PE `pe`'s view of the symmetric object `p` (given as any local PE's view, and pointing
+  /// into a live allocation or just past its end).
   template <class T>
   sym_ptr<T> view(sym_ptr<T> p, int pe) const {
     stream(pe);  // throws for a PE this process does not own
-    std::size_t const offset = offset_in_any_local_slot(p.get(), "world::view");
-    return sym_ptr<T>(reinterpret_cast<T*>(heap_->slot(pe) + offset));
+    auto const offset = offset_in_any_local_slot(p.get());
+    if (!offset || !heap_->in_live_block(*offset)) {
+      throw error("world::view", pe,
+                  offset ? "the pointer is in this world's symmetric heap but in no live allocation (heap offset " +
+                               std::to_string(*offset) + ")"
+                         : std::string("the pointer is not in this world's symmetric heap"),
+                  "pass a pointer into an allocation of this world that is not freed");
+    }
+    return sym_ptr<T>(reinterpret_cast<T*>(heap_->slot(pe) + *offset));
   }
 
   /// Bytes of symmetric heap per PE in use by allocations, and available in all.
@@ -274,7 +300,7 @@ class world {
       }
     }
     std::string problem;
-    if (!parent.valid() || parent.slot >= max_teams_ || !used_slots_[static_cast<std::size_t>(parent.slot)])
+    if (!is_live(parent))
       problem = "the parent is not a live team of this world";
     else if (stride < 1)
       problem = "stride " + std::to_string(stride) + " (a team's ranks are start + i * stride with stride >= 1)";
@@ -291,7 +317,7 @@ class world {
     if (!problem.empty()) throw error(call, me, problem, "give a start, stride and size that stay inside the parent");
     int slot = -1;
     for (int k = detail::control_block_layout::predefined_slots; k < max_teams_ && slot < 0; ++k)
-      if (!used_slots_[static_cast<std::size_t>(k)]) slot = k;
+      if (!split_teams_[static_cast<std::size_t>(k)].valid()) slot = k;
     if (slot < 0) {
       throw error(call, me,
                   "more teams than the control block holds: " + std::to_string(max_teams_) +
@@ -301,7 +327,7 @@ class world {
     }
     team const t{parent.pe_of(start), parent.stride * stride, size, slot};
     reset_team_slot(slot);
-    used_slots_[static_cast<std::size_t>(slot)] = true;
+    split_teams_[static_cast<std::size_t>(slot)] = t;
     ++team_sequence_;
     return t;
   }
@@ -311,7 +337,7 @@ class world {
   void team_destroy(team const& t) {
     constexpr char const* call = "world::team_destroy";
     std::string problem;
-    if (!t.valid() || t.slot >= max_teams_ || !used_slots_[static_cast<std::size_t>(t.slot)])
+    if (!is_live(t))
       problem = "the team is not a live team of this world";
     else if (t.slot < detail::control_block_layout::predefined_slots)
       problem = "the world, node and shared-GPU teams cannot be destroyed";
@@ -319,11 +345,28 @@ class world {
     detail::agree(boot_, t.slot, call, "the destroyed team", "destroy teams on every process in the same order");
     synchronize();
     boot_.barrier();
-    used_slots_[static_cast<std::size_t>(t.slot)] = false;
+    split_teams_[static_cast<std::size_t>(t.slot)] = team{};
   }
 
   /// How many teams may exist at once, predefined ones included.
   int max_teams() const noexcept { return max_teams_; }
+
+  /// Whether `t` is a team of this world that is alive: a predefined one, or one team_split made
+  /// and team_destroy has not destroyed. A destroyed team's value is refused even after a later
+  /// split reuses its slot, unless the new team has the same PEs (then the two are the same team).
+  bool is_live(team const& t) const {
+    if (!t.valid() || t.slot >= max_teams_) return false;
+    switch (t.slot) {
+      case detail::control_block_layout::world_slot:
+        return t == team_world();
+      case detail::control_block_layout::node_slot:
+        return std::any_of(node_teams_.begin(), node_teams_.end(), [&](auto const& e) { return e.second == t; });
+      case detail::control_block_layout::shared_gpu_slot:
+        return std::any_of(gpu_teams_.begin(), gpu_teams_.end(), [&](auto const& e) { return e.second == t; });
+      default:
+        return split_teams_[static_cast<std::size_t>(t.slot)] == t;
+    }
+  }
 
   // ---- device handles ----------------------------------------------------------------------------
 
@@ -413,6 +456,7 @@ class world {
   /// Local PE `pe`'s control block at its first team slot, in this process's address space (what
   /// comm takes; detail/control_block.hpp).
   std::uint64_t* team_states(int pe) const {
+    stream(pe);  // throws for a PE this process does not own: its slot is not mapped here
     return reinterpret_cast<std::uint64_t*>(heap_->slot(pe)) + detail::control_block_layout::header_words;
   }
   detail::any_bootstrap& bootstrap() { return boot_; }
@@ -446,23 +490,36 @@ class world {
     return h;
   }
 
+  /// The largest heap per PE: every PE's slot must fit one reservation of the address space
+  /// (2^47 bytes of virtual addresses on current GPUs, far above any GPU's memory).
+  static constexpr std::size_t max_heap_bytes = std::size_t{1} << 47;
+
   static std::size_t heap_bytes_from(world_options const& options) {
-    if (options.heap_bytes) return options.heap_bytes;
-    if (char const* env = std::getenv("GPUCOMM_HEAP_BYTES")) {
-      char* end = nullptr;
-      unsigned long long const v = std::strtoull(env, &end, 0);
-      if (end == env || *end != '\0' || v == 0) {
-        throw error("world", -1, std::string("GPUCOMM_HEAP_BYTES=") + env + " is not a positive byte count",
-                    "set it to a number of bytes, e.g. 4294967296");
-      }
-      return static_cast<std::size_t>(v);
+    std::size_t const bytes =
+        options.heap_bytes
+            ? options.heap_bytes
+            : detail::env_count("GPUCOMM_HEAP_BYTES", 1, max_heap_bytes, "world",
+                                "set it to a number of bytes in decimal digits, e.g. 4294967296, or unset it")
+                  .value_or(std::size_t{1} << 30);
+    if (bytes > max_heap_bytes) {
+      throw error("world", -1,
+                  "world_options::heap_bytes is " + std::to_string(bytes) +
+                      ", more than the 2^47 bytes of "
+                      "address space a PE's slot may take",
+                  "give a heap size below the GPU's memory");
     }
-    return std::size_t{1} << 30;
+    return bytes;
   }
 
   void init(world_options const& options, std::vector<std::uint64_t> const& hosts) {
     options_ = options;
-    std::size_t const bytes = heap_bytes_from(options);
+    // The options and environment first, on every process together: a process that throws here
+    // alone would leave the others waiting in the agreements below.
+    std::size_t bytes = 0;
+    detail::checked_on_every_rank(boot_, "world", [&] {
+      bytes = heap_bytes_from(options);
+      max_teams_ = max_teams_from(options);
+    });
     detail::agree(boot_, bytes, "world", "the heap size", "give every process the same world_options::heap_bytes");
     for (auto const& l : locals_) {
       GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
@@ -472,14 +529,11 @@ class world {
       streams_.emplace(l.pe, owned_stream(s, l.device));
       local_pe_ids_.push_back(l.pe);
     }
-    max_teams_ = max_teams_from(options);
     detail::agree(boot_, max_teams_, "world", "the team limit", "give every process the same world_options::max_teams");
     auto allow = options.load_store_filter ? options.load_store_filter : [](int, int) { return true; };
     heap_ = std::make_unique<detail::symmetric_heap>(
         boot_, locals_, npes_, bytes, detail::control_block_layout::bytes(npes_, max_teams_), allow, hosts);
-    used_slots_.assign(static_cast<std::size_t>(max_teams_), false);
-    for (int k = 0; k < detail::control_block_layout::predefined_slots; ++k)
-      used_slots_[static_cast<std::size_t>(k)] = true;
+    split_teams_.assign(static_cast<std::size_t>(max_teams_), team{});
     for (int pe : local_pe_ids_) {
       node_teams_[pe] = strided_team([&](int q) { return same_host(pe, q); }, detail::control_block_layout::node_slot);
       gpu_teams_[pe] =
@@ -489,21 +543,19 @@ class world {
   }
 
   static int max_teams_from(world_options const& options) {
-    int n = options.max_teams;
-    if (n == 0) {
-      n = 32;
-      if (char const* env = std::getenv("GPUCOMM_MAX_TEAMS")) {
-        char* end = nullptr;
-        long const v = std::strtol(env, &end, 10);
-        if (end == env || *end != '\0' || v < detail::control_block_layout::predefined_slots || v > 1 << 20) {
-          throw error("world", -1, std::string("GPUCOMM_MAX_TEAMS=") + env + " is not a team count",
-                      "set it to a count of at least 3 (the predefined teams), e.g. 64");
-        }
-        n = static_cast<int>(v);
-      }
-    }
-    if (n < detail::control_block_layout::predefined_slots) {
-      throw error("world", -1, "world_options::max_teams is " + std::to_string(n) + ", below the 3 predefined teams",
+    constexpr int most = 1 << 20;
+    int const n =
+        options.max_teams
+            ? options.max_teams
+            : static_cast<int>(detail::env_count("GPUCOMM_MAX_TEAMS", detail::control_block_layout::predefined_slots,
+                                                 most, "world",
+                                                 "set it to a count of at least 3 (the predefined teams), "
+                                                 "e.g. 64, or unset it")
+                                   .value_or(32));
+    if (n < detail::control_block_layout::predefined_slots || n > most) {
+      throw error("world", -1,
+                  "world_options::max_teams is " + std::to_string(n) + ", outside 3 (the predefined teams) to " +
+                      std::to_string(most),
                   "give 0 (default: 32) or a count of at least 3");
     }
     return n;
@@ -570,14 +622,14 @@ class world {
            std::to_string(stride) + ", size " + std::to_string(size) + ")";
   }
 
-  std::size_t offset_in_any_local_slot(void const* p, char const* call) const {
+  /// The heap offset of `p` in whichever local PE's slot holds it; nothing when none does.
+  std::optional<std::size_t> offset_in_any_local_slot(void const* p) const {
     auto const addr = reinterpret_cast<std::uintptr_t>(p);
     for (int pe : local_pe_ids_) {
       auto const begin = reinterpret_cast<std::uintptr_t>(heap_->slot(pe));
       if (addr >= begin && addr < begin + heap_->layout().stride) return addr - begin;
     }
-    throw error(call, local_pe_ids_.front(), "the pointer is not in this world's symmetric heap",
-                "pass a pointer that this world's allocate or alloc returned");
+    return std::nullopt;
   }
 
   /// A stream destroyed with the world (also when a constructor throws half way).
@@ -623,13 +675,17 @@ class world {
   std::map<std::type_index, std::shared_ptr<void>> transports_;
   std::map<std::type_index, std::shared_ptr<void>> transport_options_;
   int max_teams_ = 0;
-  std::vector<bool> used_slots_;     // [slot]: a live team has it
+  std::vector<team> split_teams_;    // [slot]: the live team_split team there, or team{} (predefined slots: unused)
   std::uint64_t team_sequence_ = 0;  // team_split calls so far: must agree across processes
   std::map<int, team> node_teams_;   // [local PE]
   std::map<int, team> gpu_teams_;    // [local PE]
   std::vector<std::function<void()>> sync_hooks_;
   std::vector<std::function<void()>> free_hooks_;
   world_options options_;
+  // Expires when the world goes: a sym_array that outlives its world finds nothing left to free.
+  std::shared_ptr<int const> lifetime_ = std::make_shared<int const>(0);
+  template <class>
+  friend class sym_array;
 };
 
 /// A symmetric array owned by the host: n elements of T on every PE, freed collectively when it
@@ -638,7 +694,7 @@ template <class T>
 class sym_array {
  public:
   sym_array() = default;
-  sym_array(world& w, std::size_t n) : world_(&w), first_(w.allocate<T>(n)), size_(n) {}
+  sym_array(world& w, std::size_t n) : world_(&w), alive_(w.lifetime_), first_(w.allocate<T>(n)), size_(n) {}
   sym_array(sym_array&& o) noexcept { swap(o); }
   sym_array& operator=(sym_array&& o) noexcept {
     sym_array(std::move(o)).swap(*this);
@@ -656,16 +712,16 @@ class sym_array {
     }
   }
 
-  /// Free now (collective).
+  /// Free now (collective). Nothing to do once the world is gone: it released all its memory. When
+  /// the free throws (the PEs free in different orders) the array still holds its memory, so a
+  /// later reset in the right order frees it.
   void reset() {
-    if (world_ && first_) {
-      world* w = std::exchange(world_, nullptr);
-      w->deallocate(std::exchange(first_, sym_ptr<T>{}));
-    }
+    if (world_ && first_ && !alive_.expired()) world_->deallocate(first_);
+    sym_array().swap(*this);
   }
 
   /// Local PE `pe`'s view.
-  sym_ptr<T> ptr(int pe) const { return world_->view(first_, pe); }
+  sym_ptr<T> ptr(int pe) const { return live_world("sym_array::ptr", pe).view(first_, pe); }
   /// The view of the only local PE (one-process-per-GPU worlds), or of the first local PE.
   sym_ptr<T> get() const { return first_; }
   std::size_t size() const noexcept { return size_; }
@@ -673,12 +729,26 @@ class sym_array {
 
   void swap(sym_array& o) noexcept {
     std::swap(world_, o.world_);
+    std::swap(alive_, o.alive_);
     std::swap(first_, o.first_);
     std::swap(size_, o.size_);
   }
 
  private:
+  world& live_world(char const* call, int pe) const {
+    if (!world_ || !first_) {
+      throw error(call, pe, "the array holds nothing (made empty, moved from, or reset)",
+                  "use an array that world::alloc returned and that is not moved from");
+    }
+    if (alive_.expired()) {
+      throw error(call, pe, "the array's world is destroyed, and its memory with it",
+                  "keep a world alive as long as its arrays are used");
+    }
+    return *world_;
+  }
+
   world* world_ = nullptr;
+  std::weak_ptr<int const> alive_;
   sym_ptr<T> first_{};
   std::size_t size_ = 0;
 };

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,11 @@ class symmetric_heap {
         }
       }
       reach_rows_known_ = false;
+      // Processes whose filters answer differently would wait for descriptors nobody sends.
+      std::uint64_t digest = 1469598103934665603ull;  // FNV-1a of the tentative table
+      for (char c : reach_) digest = (digest ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+      agree(boot, digest, "world", "a digest of the load/store filter's answers",
+            "give every process the same world_options::load_store_filter");
     }
     // The control block: the first allocation, zeroed, at offset 0 of every slot.
     allocate(layout_.control_bytes, "world (control block)");
@@ -172,12 +178,15 @@ class symmetric_heap {
   }
 
  public:
-  /// Collective: a new symmetric block of at least `bytes`; returns its offset.
-  std::size_t allocate(std::size_t bytes, char const* call) {
+  /// Collective: a new symmetric block of at least `bytes`; returns its offset. `problem`, when not
+  /// empty, is what is wrong with the request on this process (e.g. a byte count that overflowed):
+  /// it is thrown once the processes agree on `bytes`, so every process throws together.
+  std::size_t allocate(std::size_t bytes, char const* call, std::string const& problem = {}) {
     int const me = locals_.front().pe;
     if (multi_process_) {
       agree(*boot_, bytes, call, "the requested size", "every PE must allocate the same size, in the same order");
     }
+    if (!problem.empty()) throw error(call, me, problem, "ask for fewer elements");
     auto const offset = allocator_.allocate(bytes);
     if (!offset) {
       throw error(
@@ -198,11 +207,18 @@ class symmetric_heap {
     return *offset;
   }
 
-  /// Collective: free the block at `offset` (as found by offset_of). Checks on every PE first and
-  /// throws on every PE if any PE's call is wrong; nothing is changed then.
-  void deallocate(std::size_t offset, char const* call) {
+  /// Collective: free the block at `offset`, a pointer's offset in a local slot (none: the pointer is
+  /// in no local slot). Checks on every PE first and throws on every PE if any PE's call is wrong;
+  /// nothing is changed then.
+  void deallocate(std::optional<std::size_t> where, char const* call) {
+    constexpr char const* hint =
+        "free each allocation exactly once, on every PE in the same order, through a pointer "
+        "that this world's allocate or alloc returned";
     std::string problem;
-    if (offset < layout_.control_bytes) {
+    std::size_t const offset = where.value_or(0);
+    if (!where) {
+      problem = "the pointer is not in this world's symmetric heap";
+    } else if (offset < layout_.control_bytes) {
       problem = "the pointer is gpucomm's own control block, not a user allocation";
     } else {
       switch (allocator_.size_of(offset) ? offset_allocator::free_result::ok : probe(offset)) {
@@ -218,12 +234,10 @@ class symmetric_heap {
       }
     }
     if (multi_process_) {
-      all_ok_or_throw(*boot_, problem.empty(), problem, call);
-      agree(*boot_, offset, call, "the freed block's heap offset",
-            "every PE must free the same blocks in the same order");
+      all_ok_or_throw(*boot_, problem.empty(), problem, call, hint);
+      agree(*boot_, offset, call, "the freed block's heap offset", hint);
     } else if (!problem.empty()) {
-      throw error(call, locals_.front().pe, problem,
-                  "free each allocation exactly once, through the pointer allocate returned");
+      throw error(call, locals_.front().pe, problem, hint);
     }
     for (auto const& l : locals_) {
       // Kernels still running may use the block: wait for them, as cudaFree does.
@@ -237,15 +251,10 @@ class symmetric_heap {
     allocator_.deallocate(offset);
   }
 
-  /// The heap offset of `p`, an address in local PE `pe`'s slot; throws if `p` is not in it.
-  std::size_t offset_of(void const* p, int pe, char const* call) const {
-    auto const addr = reinterpret_cast<std::uintptr_t>(p);
-    auto const begin = reinterpret_cast<std::uintptr_t>(slot(pe));
-    if (addr < begin || addr >= begin + layout_.stride) {
-      throw error(call, pe, "the pointer is not in this PE's part of this world's symmetric heap",
-                  "pass a pointer that this world's allocate returned for this PE");
-    }
-    return addr - begin;
+  /// Whether heap offset `offset` lies in a live block, or just past its end (where a pointer
+  /// to the end of an array points).
+  bool in_live_block(std::size_t offset) const {
+    return allocator_.block_containing(offset) || (offset > 0 && allocator_.block_containing(offset - 1));
   }
 
  private:

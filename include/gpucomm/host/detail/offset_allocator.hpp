@@ -20,7 +20,7 @@ class offset_allocator {
     if (end > begin) free_[begin] = end - begin;
   }
 
-  /// Bytes actually reserved for a request of `bytes` (at least one granule).
+  /// Bytes actually reserved for a request of `bytes` (at least one granule; `bytes` at most capacity()).
   std::size_t rounded(std::size_t bytes) const {
     std::size_t const b = bytes == 0 ? 1 : bytes;
     return (b + granularity_ - 1) / granularity_ * granularity_;
@@ -28,6 +28,7 @@ class offset_allocator {
 
   /// The offset of a new block of rounded(bytes), or nothing when no free range is large enough.
   std::optional<std::size_t> allocate(std::size_t bytes) {
+    if (bytes > capacity_) return std::nullopt;  // also keeps rounded() from wrapping past SIZE_MAX
     std::size_t const need = rounded(bytes);
     for (auto it = free_.begin(); it != free_.end(); ++it) {
       if (it->second < need) continue;
