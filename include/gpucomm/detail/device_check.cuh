@@ -3,6 +3,8 @@
 // (a PE out of range, a buffer the transport cannot reach) prints what was wrong and where, then
 // traps: the kernel ends with an error the host sees from synchronize().
 
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 
 #include "../config.hpp"
@@ -28,6 +30,31 @@ __device__ GPUCOMM_FORCEINLINE void check_pe(int pe, int npes) {
 #else
   (void)pe;
   (void)npes;
+#endif
+}
+
+/// Debug builds: traps when `p` is not in this PE's slot of the symmetric heap, [slot, slot +
+/// stride), where a transport that translates addresses by offset (NVLinkStore, and the load/store
+/// paths of P2PCopy, ProxyQueue and route) needs it: memory from cudaMalloc, shared memory or a
+/// local variable would otherwise be translated into another PE's unrelated memory. No check
+/// when `slot` is null (a handle made without a world).
+__device__ GPUCOMM_FORCEINLINE void check_symmetric(void const* p, void const* slot, std::size_t stride,
+                                                    char const* op) {
+#if GPUCOMM_DEBUG
+  auto const at = reinterpret_cast<std::uintptr_t>(p);
+  auto const begin = reinterpret_cast<std::uintptr_t>(slot);
+  if (slot != nullptr && (at < begin || at - begin >= stride)) {
+    printf(
+        "gpucomm: %s: the pointer %p is not in this PE's symmetric heap [%p, +%llu); a remote address is only "
+        "defined for symmetric memory (block %d thread %d); trapping\n",
+        op, p, slot, static_cast<unsigned long long>(stride), blockIdx.x, threadIdx.x);
+    __trap();
+  }
+#else
+  (void)p;
+  (void)slot;
+  (void)stride;
+  (void)op;
 #endif
 }
 

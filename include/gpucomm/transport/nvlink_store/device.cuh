@@ -73,6 +73,7 @@ struct NVLinkStore {
   template <class T>
   __device__ static T* remote(comm<NVLinkStore> const& c, sym_ptr<T> p, int pe) {
     detail::check_pe(pe, c.npes());
+    detail::check_symmetric(p.get(), c.control_header(), c.state().stride, "NVLinkStore");
     auto const distance = static_cast<std::ptrdiff_t>(pe - c.my_pe()) * static_cast<std::ptrdiff_t>(c.state().stride);
     // The heap maps PE j's slot `distance` bytes from ours in this address space (host/detail/heap.hpp).
     return reinterpret_cast<T*>(reinterpret_cast<char*>(const_cast<std::remove_const_t<T>*>(p.get())) + distance);
