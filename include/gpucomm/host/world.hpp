@@ -717,7 +717,10 @@ class sym_array {
   /// later reset in the right order frees it.
   void reset() {
     if (world_ && first_ && !alive_.expired()) world_->deallocate(first_);
-    sym_array().swap(*this);
+    world_ = nullptr;
+    alive_.reset();
+    first_ = {};
+    size_ = 0;
   }
 
   /// Local PE `pe`'s view.
