@@ -239,7 +239,7 @@ class world {
   }
 
   /// Local PE `pe`'s view of the symmetric object `p` (given as any local PE's view, and pointing
-  /// into a live allocation or just past its end).
+  /// into a live allocation: its rounded size, a multiple of the heap's granularity).
   template <class T>
   sym_ptr<T> view(sym_ptr<T> p, int pe) const {
     stream(pe);  // throws for a PE this process does not own
@@ -552,11 +552,14 @@ class world {
                                                  "set it to a count of at least 3 (the predefined teams), "
                                                  "e.g. 64, or unset it")
                                    .value_or(32));
-    if (n < detail::control_block_layout::predefined_slots || n > most) {
-      throw error("world", -1,
-                  "world_options::max_teams is " + std::to_string(n) + ", outside 3 (the predefined teams) to " +
-                      std::to_string(most),
+    if (n < detail::control_block_layout::predefined_slots) {
+      throw error("world", -1, "world_options::max_teams is " + std::to_string(n) + ", below the 3 predefined teams",
                   "give 0 (default: 32) or a count of at least 3");
+    }
+    if (n > most) {
+      throw error("world", -1,
+                  "world_options::max_teams is " + std::to_string(n) + ", above the most, " + std::to_string(most),
+                  "give a count the control block can hold, e.g. 64");
     }
     return n;
   }

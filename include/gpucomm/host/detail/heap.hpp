@@ -251,11 +251,9 @@ class symmetric_heap {
     allocator_.deallocate(offset);
   }
 
-  /// Whether heap offset `offset` lies in a live block, or just past its end (where a pointer
-  /// to the end of an array points).
-  bool in_live_block(std::size_t offset) const {
-    return allocator_.block_containing(offset) || (offset > 0 && allocator_.block_containing(offset - 1));
-  }
+  /// Whether heap offset `offset` lies in a live block. (Not "or just past its end": a freed
+  /// block's start is often the end of the live one before it.)
+  bool in_live_block(std::size_t offset) const { return allocator_.block_containing(offset).has_value(); }
 
  private:
   struct mapping {

@@ -46,7 +46,7 @@ class ibgda_host {
     nic_choice const choice = resolve_nic_choice(options.nic, std::getenv("GPUCOMM_NIC"), first);
     qps_per_peer_ = qps_per_peer_from(options.qps_per_peer, first);
     if (choice != nic_choice::model) refuse_hardware(w, first);
-    set_up_model();
+    set_up_model(options.model_faults);
   }
 
   ibgda_host(ibgda_host const&) = delete;
@@ -80,6 +80,10 @@ class ibgda_host {
     s.results_lkey_wire = verbs_gpu::to_be32(l.results_key.lkey);
     return s;
   }
+
+  /// What this process's NIC model did so far (faults injected included). For tests (the
+  /// differential soak counts faults).
+  verbs_gpu::model::nic_stats model_stats() const { return nic_->stats(); }
 
   /// IBGDAPost reaches every PE (composite transports ask).
   bool reaches(int, int) const { return true; }
@@ -175,7 +179,7 @@ class ibgda_host {
                 "ask only for the PEs in local_pes()");
   }
 
-  void set_up_model() {
+  void set_up_model(nic_model_faults const& faults) {
     namespace vg = verbs_gpu;
     namespace vm = verbs_gpu::model;
     world& w = *world_;
@@ -183,7 +187,9 @@ class ibgda_host {
     std::size_t const nq = static_cast<std::size_t>(npes) * qps_per_peer_;
     std::size_t const ring_bytes = std::size_t{vg::wqebb_size} << log_depth;
     constexpr std::size_t control_bytes = 256;  // cqe [0, 64), QP dbrec 64, CQ dbrec 128, doorbell 192
-    nic_ = std::make_unique<vm::nic>();
+    vm::nic_config config;
+    config.fault = vm::faults_from(faults);
+    nic_ = std::make_unique<vm::nic>(config);
 
     for (int pe : w.local_pes()) {
       local l;

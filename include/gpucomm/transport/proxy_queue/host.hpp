@@ -113,6 +113,10 @@ class proxy_queue_host {
     }
   }
 
+  /// What the NIC backend's model did so far in this process (faults injected included); zeros
+  /// when no peer goes through the NIC. For tests (the differential soak counts faults).
+  verbs_gpu::model::nic_stats model_stats() const { return nic_ ? nic_->stats() : verbs_gpu::model::nic_stats{}; }
+
   /// world::synchronize(), after the streams: every command posted is complete; then the first
   /// failure recorded since the last call, thrown.
   void on_synchronize() const {
@@ -225,10 +229,7 @@ class proxy_queue_host {
         resolve_nic_choice(options.nic, std::getenv("GPUCOMM_NIC"), first, "ProxyQueue", "proxy_options::nic");
     if (choice != nic_choice::model) refuse_hardware(first);
     vm::nic_config config;
-    config.fault.doorbell_delay = std::chrono::microseconds(options.model_faults.doorbell_delay_us);
-    config.fault.completion_delay = std::chrono::microseconds(options.model_faults.completion_delay_us);
-    config.fault.drop_doorbell = options.model_faults.drop_doorbell;
-    config.fault.duplicate_doorbell = options.model_faults.duplicate_doorbell;
+    config.fault = vm::faults_from(options.model_faults);
     nic_ = std::make_unique<vm::nic>(config);
     auto const npes = static_cast<std::size_t>(w.npes());
     std::size_t const depth = std::size_t{1} << log_depth_;

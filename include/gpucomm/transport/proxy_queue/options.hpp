@@ -2,6 +2,7 @@
 // ProxyQueue's settings: world::configure<ProxyQueue>(options) before its first use.
 
 #include "../../host/nic_choice.hpp"
+#include "../../verbs_gpu/model/fault_options.hpp"
 
 namespace gpucomm {
 
@@ -19,13 +20,9 @@ enum class proxy_backends {
   nic,        ///< the NIC for every peer, this PE included (tests the NIC path on one host)
 };
 
-/// Faults the software NIC model injects (verbs_gpu/model): a test and development tool.
-struct proxy_model_faults {
-  unsigned doorbell_delay_us = 0;    ///< before each doorbell is handled
-  unsigned completion_delay_us = 0;  ///< before each completion is written
-  double drop_doorbell = 0.0;        ///< probability that a doorbell is ignored
-  double duplicate_doorbell = 0.0;   ///< probability that a doorbell is handled twice
-};
+/// Faults the software NIC model injects (verbs_gpu/model): a test and development tool. The same
+/// type as IBGDAPost's (ibgda_options::model_faults).
+using proxy_model_faults = nic_model_faults;
 
 struct proxy_options {
   /// log2 of each ring's command count (64 bytes each, pinned host memory). 0: the environment

@@ -90,6 +90,7 @@
 #include "../prm.cuh"
 #include "../send_queue.cuh"
 #include "fabric.hpp"
+#include "fault_options.hpp"
 
 namespace gpucomm::verbs_gpu::model {
 
@@ -135,7 +136,24 @@ struct faults {
   double drop_doorbell = 0.0;                     ///< probability that a doorbell is ignored
   double duplicate_doorbell = 0.0;                ///< probability that a doorbell is handled twice
   std::uint64_t seed = 1;
+  /// Probability that a doorbell handling (a CQE) is delayed by doorbell_delay (completion_delay).
+  /// Below 1, delays land at random moments, and a long run is not slowed by every operation.
+  double doorbell_delay_probability = 1.0;
+  double completion_delay_probability = 1.0;
 };
+
+/// The model's faults from a transport's options (fault_options.hpp).
+inline faults faults_from(nic_model_faults const& o) {
+  faults f;
+  f.doorbell_delay = std::chrono::microseconds(o.doorbell_delay_us);
+  f.completion_delay = std::chrono::microseconds(o.completion_delay_us);
+  f.drop_doorbell = o.drop_doorbell;
+  f.duplicate_doorbell = o.duplicate_doorbell;
+  f.seed = o.seed;
+  f.doorbell_delay_probability = o.doorbell_delay_probability;
+  f.completion_delay_probability = o.completion_delay_probability;
+  return f;
+}
 
 struct nic_config {
   faults fault{};
@@ -163,6 +181,8 @@ struct nic_stats {
   std::uint64_t atomics = 0;     ///< atomics executed on this nic's memory (as responder)
   std::uint64_t remote_ops = 0;  ///< requests sent to other nics (as requester)
   std::uint64_t served = 0;      ///< requests of other nics answered (as responder)
+  /// Faults injected besides drops and duplicates: doorbell handlings and CQEs delayed.
+  std::uint64_t doorbells_delayed = 0, cqes_delayed = 0;
 };
 
 /// The software NIC. Thread-safe: setup calls, progress() and the background thread serialise on
@@ -435,6 +455,13 @@ class nic {
     if (p <= 0.0) return false;
     return std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < p;
   }
+  /// Sleeps for `d` with probability p (no draw when p >= 1, so seeded runs without delay
+  /// probabilities draw as before); whether it did.
+  bool delay(std::chrono::microseconds d, double p) {
+    if (d.count() <= 0 || (p < 1.0 && !chance(p))) return false;
+    std::this_thread::sleep_for(d);
+    return true;
+  }
 
   // ---- memory access ------------------------------------------------------------------------------
   cudaStream_t stream_for(int dev) {
@@ -527,7 +554,7 @@ class nic {
   }
   void write_cqe(cq_state& c, cqe_opcode op, std::uint16_t wqe_counter, std::uint8_t wqe_opcode, std::uint32_t qpn,
                  std::uint32_t byte_count, std::uint32_t imm, std::uint8_t syndrome) {
-    if (cfg_.fault.completion_delay.count() > 0) std::this_thread::sleep_for(cfg_.fault.completion_delay);
+    if (delay(cfg_.fault.completion_delay, cfg_.fault.completion_delay_probability)) ++stats_.cqes_delayed;
     std::uint64_t const slot = c.pi & ((std::uint64_t{1} << c.cfg.log_ncqe) - 1);
     unsigned const owner = static_cast<unsigned>((c.pi >> c.cfg.log_ncqe) & 1u);
     unsigned char body[60] = {};
@@ -884,7 +911,7 @@ class nic {
     }
     std::size_t done = 0;
     for (int h = 0; h < handlings; ++h) {
-      if (cfg_.fault.doorbell_delay.count() > 0) std::this_thread::sleep_for(cfg_.fault.doorbell_delay);
+      if (delay(cfg_.fault.doorbell_delay, cfg_.fault.doorbell_delay_probability)) ++stats_.doorbells_delayed;
       // The doorbell record is the source of truth for how far the producer got (acquire: the
       // WQEs below it, released by the producer's fence, are visible).
       q.target = static_cast<std::uint16_t>(
