@@ -304,6 +304,14 @@ TEST_CASE("environment variables with bad values are refused, naming the variabl
     CHECK(w->heap_capacity() <= std::size_t{67108864} + (std::size_t{2} << 20));
     CHECK(w->max_teams() == 5);
   }
+  if (several) {
+    // Good values that differ between processes: the heaps and control blocks would not match.
+    scoped_env const heap("GPUCOMM_HEAP_BYTES", me == 1 ? "134217728" : "67108864");
+    CHECK_THAT(error_of([&] { gpucomm::test::make_world(env_only); }), Catch::Contains("the heap size differs"));
+    scoped_env const same("GPUCOMM_HEAP_BYTES", "67108864");
+    scoped_env const teams("GPUCOMM_MAX_TEAMS", me == 1 ? "40" : "32");
+    CHECK_THAT(error_of([&] { gpucomm::test::make_world(env_only); }), Catch::Contains("the team limit differs"));
+  }
   gpucomm::world_options huge;
   huge.heap_bytes = std::size_t{1} << 60;
   CHECK_THAT(error_of([&] { gpucomm::test::make_world(huge); }), Catch::Contains("2^47 bytes"));
