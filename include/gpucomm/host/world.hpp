@@ -504,8 +504,7 @@ class world {
     if (bytes > max_heap_bytes) {
       throw error("world", -1,
                   "world_options::heap_bytes is " + std::to_string(bytes) +
-                      ", more than the 2^47 bytes of "
-                      "address space a PE's slot may take",
+                      ", more than the 2^47 bytes of address space a PE's slot may take",
                   "give a heap size below the GPU's memory");
     }
     return bytes;
