@@ -468,11 +468,13 @@ static_assert(inline_write_ds(12) == 3 && inline_write_ds(13) == 4 && inline_wri
 
 /// The 8 bytes written to the UAR doorbell register, as one little-endian 64-bit store: the first
 /// 8 bytes of a control segment naming the *next free* WQEBB index and the QP (the only fields the
-/// NIC inspects on a doorbell).
-GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr std::uint64_t make_doorbell(std::uint64_t next_index,
-                                                                     std::uint32_t qpn) noexcept {
+/// NIC inspects on a doorbell). `ds` fills the DS field, which the NIC ignores on a doorbell
+/// (rdma-core rings with the last WQE's whole control segment, DS included); a ring repeated for
+/// a lost doorbell sets it so that the register's value changes (send_queue::ring_again).
+GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr std::uint64_t make_doorbell(std::uint64_t next_index, std::uint32_t qpn,
+                                                                     std::uint8_t ds = 0) noexcept {
   return static_cast<std::uint64_t>(to_be32(static_cast<std::uint32_t>(next_index & 0xffffu) << 8)) |
-         (static_cast<std::uint64_t>(to_be32(qpn << 8)) << 32);
+         (static_cast<std::uint64_t>(to_be32((qpn << 8) | (ds & 0x3fu))) << 32);
 }
 /// Fields of a doorbell value.
 GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr std::uint16_t doorbell_index(std::uint64_t db) noexcept {
@@ -482,6 +484,9 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE constexpr std::uint32_t doorbell_qpn(std::uint64_
   return from_be32(static_cast<std::uint32_t>(db >> 32)) >> 8;
 }
 static_assert(doorbell_index(make_doorbell(0x12345, 0xabcdef)) == 0x2345 &&
-              doorbell_qpn(make_doorbell(0x12345, 0xabcdef)) == 0xabcdef);
+              doorbell_qpn(make_doorbell(0x12345, 0xabcdef)) == 0xabcdef &&
+              doorbell_index(make_doorbell(0x12345, 0xabcdef, 7)) == 0x2345 &&
+              doorbell_qpn(make_doorbell(0x12345, 0xabcdef, 7)) == 0xabcdef &&
+              make_doorbell(0x12345, 0xabcdef, 7) != make_doorbell(0x12345, 0xabcdef));
 
 }  // namespace gpucomm::verbs_gpu

@@ -20,6 +20,13 @@
 // Because the ticket orders every doorbell, the doorbell record never goes backwards and no lock
 // or atomicMax is needed (cf. rocSHMEM's sq_db_touched ticket; NVSHMEM uses a lock instead).
 //
+// Lost doorbells: a doorbell is a posted MMIO store that nothing acknowledges, and the NIC model
+// drops some on purpose. A wait that sees no completion for a while rings again (after 50 us,
+// then twice as long each time up to 10 ms): waiting for space, the ticket holder repeats the
+// last ring (ring_again); waiting for a completion, the waiter posts a signalled NOP, whose
+// doorbell covers every WQE before it. A repeated ring costs the NIC nothing but a doorbell, and
+// the NOP one WQEBB.
+//
 // Rules for callers: a batch is at most depth/2 WQEBBs; WQEs are at most max_wqe_wqebbs; a batch
 // that is never rung (deferred and never followed) never completes.
 
@@ -63,6 +70,30 @@ struct one_thread {
 /// Builds a NOP (flush and quiet post one).
 struct nop_builder {
   GPUCOMM_HD std::uint32_t operator()(wqe_slot const& s, std::uint32_t) const noexcept { return build_nop(s); }
+};
+
+/// Tells a wait when to ring again: when `consumer` has not moved for `patience` ns, which starts
+/// at 50 us and doubles after every ring again up to 10 ms (a slow NIC is rung a few times, not
+/// flooded), and starts over when a completion comes. The clock is read only once a wait waits.
+struct stall_watch {
+  static constexpr std::uint64_t first_patience_ns = 50'000, max_patience_ns = 10'000'000;
+  std::uint64_t seen = 0, since = 0, patience = first_patience_ns;
+  std::uint32_t rings = 0;  ///< rings again so far
+
+  GPUCOMM_HD GPUCOMM_FORCEINLINE bool stalled(std::uint64_t consumer) noexcept {
+    std::uint64_t const t = now_ns();
+    if (since == 0 || consumer != seen) {
+      seen = consumer;
+      since = t;
+      patience = first_patience_ns;
+      return false;
+    }
+    if (t - since < patience) return false;
+    since = t;
+    patience = patience * 2 < max_patience_ns ? patience * 2 : max_patience_ns;
+    ++rings;
+    return true;
+  }
 };
 }  // namespace detail
 
@@ -121,20 +152,37 @@ struct send_queue {
     detail::store_doorbell(doorbell, make_doorbell(end, qpn));
   }
 
+  /// Rings again for every WQEBB below `end`, for a doorbell the NIC may have lost. Ticket holder
+  /// only, after its own or an earlier holder's ring_doorbell(end): the doorbell record already
+  /// says `end`. The doorbell names the same index; its DS byte (ignored by the NIC on a doorbell)
+  /// counts the rings again, so that the register's value changes: the NIC model, which watches a
+  /// word of memory, sees a write only as a new value.
+  GPUCOMM_HD GPUCOMM_FORCEINLINE void ring_again(std::uint64_t end, std::uint32_t attempt) const noexcept {
+    // Release fence at system scope: the doorbell record (stored before the first ring, by this
+    // thread or by one whose ticket this thread acquired) is ordered before this doorbell too.
+    cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_system);
+    detail::store_doorbell(doorbell, make_doorbell(end, qpn, static_cast<std::uint8_t>(1 + attempt % 63)));
+  }
+
   /// Step 2: waits until WQEBBs [base, base + n) may be written. Polls the CQ while waiting; if
   /// this batch is next in line and earlier deferred batches are unannounced, rings for them so
-  /// their completions can come.
+  /// their completions can come, and rings again when nothing completes for a while.
   GPUCOMM_HD inline status wait_for_space(std::uint64_t base, std::uint32_t n) const noexcept {
     detail::deadline const dl(timeout_ns);
+    detail::stall_watch watch;
     for (;;) {
       // Acquire: pairs with the poller's release of consumer; the completed WQEs' slots are free.
       std::uint64_t const c = detail::dev_ref(counters->consumer).load(cuda::memory_order_acquire);
       if (base + n + slack <= c + depth()) return status::ok;
       if (has_error()) return status::error;
       // Acquire: the previous ticket holder's producer update and WQE publication happen before.
-      if (detail::dev_ref(counters->ready).load(cuda::memory_order_acquire) == base &&
-          detail::dev_ref(counters->producer).load(cuda::memory_order_relaxed) < base) {
-        ring_doorbell(base);
+      // With ready == base this thread holds the ticket: no one else rings until it publishes.
+      if (detail::dev_ref(counters->ready).load(cuda::memory_order_acquire) == base) {
+        if (detail::dev_ref(counters->producer).load(cuda::memory_order_relaxed) < base) {
+          ring_doorbell(base);
+        } else if (watch.stalled(c)) {
+          ring_again(base, watch.rings);
+        }
       }
       if (poll() == status::error) return status::error;
       if (dl.expired()) return status::timeout;
@@ -164,14 +212,21 @@ struct send_queue {
   }
 
   /// Waits until the WQE starting at `index` has completed (a signaled WQE at or after it must
-  /// have been rung).
+  /// have been rung). When nothing completes for a while, posts a signalled NOP, whose doorbell
+  /// covers a lost one.
   GPUCOMM_HD inline status wait_complete(std::uint64_t index) const noexcept {
     detail::deadline const dl(timeout_ns);
+    detail::stall_watch watch;
     for (;;) {
-      if (detail::dev_ref(counters->consumer).load(cuda::memory_order_acquire) > index) return status::ok;
+      std::uint64_t const c = detail::dev_ref(counters->consumer).load(cuda::memory_order_acquire);
+      if (c > index) return status::ok;
       status const st = poll();
       if (st == status::error) return st;
       if (st == status::ok) continue;
+      if (watch.stalled(c)) {
+        status const rung = flush();
+        if (rung != status::ok) return rung;
+      }
       if (dl.expired()) return status::timeout;
       detail::spin_pause();
     }

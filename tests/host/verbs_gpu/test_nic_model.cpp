@@ -386,6 +386,34 @@ TEST_CASE("verbs_gpu model: dropped, duplicated and delayed doorbells, slow comp
     CHECK(st.doorbells_dropped > 20);
     CHECK(st.atomics == posts);
   }
+  SECTION("dropped doorbells: waits for space and for completions ring again on their own") {
+    vm::nic_config cfg;
+    cfg.fault.drop_doorbell = 0.5;
+    cfg.fault.seed = 11;
+    vm::nic n(cfg);
+    // A 16-WQEBB ring: most posts wait for space behind a dropped doorbell.
+    qp_pair p(n, 4, vg::cq_mode::collapsed);
+    auto& sq = p.sq();
+    host_buffer la(n, p.pd_a, 8), rb(n, p.pd_b, 8);
+    n.start();
+    constexpr int posts = 600;
+    for (int k = 0; k < posts; ++k) {
+      std::uint64_t idx = 0;
+      REQUIRE(post_one(
+                  sq, 1,
+                  [&](vg::wqe_slot const& s, std::uint32_t) {
+                    return vg::build_atomic_fa(s, la.local(0, 8), rb.remote(0), 1);
+                  },
+                  vg::post_flags::none, &idx) == vg::status::ok);
+      if (k % 50 == 49) REQUIRE(sq.wait_complete(idx) == vg::status::ok);
+    }
+    REQUIRE(sq.quiet() == vg::status::ok);
+    n.stop();
+    CHECK(rb.words[0] == posts);
+    auto const st = n.stats();
+    CHECK(st.doorbells_dropped > 20);
+    CHECK(st.atomics == posts);
+  }
   SECTION("duplicated doorbells are harmless") {
     vm::nic_config cfg;
     cfg.fault.duplicate_doorbell = 1.0;

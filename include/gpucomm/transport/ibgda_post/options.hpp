@@ -14,10 +14,9 @@ struct ibgda_options {
   /// RC QPs from each PE to each PE; a calling group always uses the same one per peer
   /// (ibgda_post/device.cuh says which). 0: GPUCOMM_QPS_PER_PEER if set, else 2.
   int qps_per_peer = 0;
-  /// Faults the NIC model injects (nic_choice::model only): a test and development tool. IBGDAPost
-  /// does not ring a doorbell again while it waits, so a dropped doorbell that no later post on
-  /// the same QP covers leaves its operations unexecuted: a wait on them times out (debug builds)
-  /// or hangs. Keep drop_doorbell at 0 unless every wait is followed by more posts.
+  /// Faults the NIC model injects (nic_choice::model only): a test and development tool. Dropped
+  /// doorbells are recovered: a wait that sees no completion for a while rings again
+  /// (verbs_gpu/send_queue.cuh, "Lost doorbells").
   nic_model_faults model_faults{};
 };
 
