@@ -11,11 +11,14 @@
 #   scripts/gpu-round.sh [--steps build,demo,tests,sanitize,bench] [--counts "1 2 4"]
 #                        [--pes-per-gpu "1 2 4"] [--mpi-pes-per-gpu "1 2"] [--quick-bench]
 #                        [--suites "tests ibgda route minimal p2p proxy proxy_nic coll coll_ibgda ..."]
+#                        [--test-spec "[soak]"]
 #
 # Steps not named are skipped; a later call can run further steps on the same build (build-gpu/).
 # --suites: the suites the build, tests and sanitize steps take (default all; "tests" is
 # gpucomm_gpu_tests, the others gpucomm_gpu_tests_<name>; coll is the collectives suite on
 # NVLinkStore, coll_<transport> on the others), to split a round over two calls.
+# --test-spec: a Catch2 test spec the tests step passes to every suite (default: every test), to
+# run one part of the suites in every layout, e.g. "[soak]" for the differential soak alone.
 # --counts: GPU counts n (default 1, 2, 4, 8 up to the machine's GPUs, and all of them). For each n
 # and each p of --pes-per-gpu (default "1 2 4") every suite runs in one process with n*p PEs; for
 # each p of --mpi-pes-per-gpu (default "1 2") with n*p >= 2 it runs under mpirun -np n*p. A
@@ -37,7 +40,7 @@ cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=scripts/lib/common.sh
 source scripts/lib/common.sh
 
-usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench] [--suites \"$all_suites\"]" >&2; exit 2; }
+usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench] [--suites \"$all_suites\"] [--test-spec SPEC]" >&2; exit 2; }
 steps="build,demo,tests,sanitize"
 counts=""
 pes_per_gpu="1 2 4"
@@ -45,10 +48,12 @@ mpi_pes_per_gpu="1 2"
 all_suites="tests ibgda route minimal p2p proxy proxy_nic coll coll_ibgda coll_route coll_minimal coll_p2p coll_proxy coll_proxy_nic"
 only_suites=$all_suites
 bench_args=()
+test_spec=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --steps|--counts|--pes-per-gpu|--mpi-pes-per-gpu|--suites) [ $# -ge 2 ] || usage ;;&
+    --steps|--counts|--pes-per-gpu|--mpi-pes-per-gpu|--suites|--test-spec) [ $# -ge 2 ] || usage ;;&
     --suites) only_suites=$2; shift 2 ;;
+    --test-spec) test_spec=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --counts) counts=$2; shift 2 ;;
     --pes-per-gpu) pes_per_gpu=$2; shift 2 ;;
@@ -244,7 +249,7 @@ mpi_shared() {
 }
 # mpi_run N P SUITE: SUITE under mpirun with P processes on each of GPUs 0..N-1.
 mpi_run() {
-  local name cmd=("$build/tests/$3" --order decl "~[verbs]")
+  local name cmd=("$build/tests/$3" --order decl "${test_spec}~[verbs]")
   name="${3#gpucomm_gpu_}-mpi-$(layout "$1" "$2")"
   export GPUCOMM_TEST_PES_PER_GPU=$2
   if [ "$2" -ge 2 ]; then mpi_shared "$name" $(($1 * $2)) "${cmd[@]}"
@@ -252,6 +257,8 @@ mpi_run() {
   unset GPUCOMM_TEST_PES_PER_GPU
 }
 if has_step tests; then
+  spec_args=()
+  [ -n "$test_spec" ] && spec_args=("$test_spec")
   # Every one-process run, and the mpirun runs with a GPU per process.
   for n in $counts; do
     export CUDA_VISIBLE_DEVICES
@@ -259,21 +266,21 @@ if has_step tests; then
     for suite in "${suites[@]}"; do
       for p in $pes_per_gpu; do
         run "${suite#gpucomm_gpu_}-one-process-$(layout "$n" "$p")" \
-            env GPUCOMM_TEST_PES_PER_GPU="$p" "$build/tests/$suite" --order decl
+            env GPUCOMM_TEST_PES_PER_GPU="$p" "$build/tests/$suite" --order decl "${spec_args[@]}"
       done
       # ProxyQueue with one stream per PE for all its peers, the proxy's choice where per-peer
       # streams would outnumber the GPU's hardware queues (never the case at these PE counts).
       if [ "$suite" = gpucomm_gpu_tests_proxy ]; then
         p=${pes_per_gpu##* }
         run "${suite#gpucomm_gpu_}-one-process-$(layout "$n" "$p")-stream-per-pe" \
-            env GPUCOMM_TEST_PES_PER_GPU="$p" GPUCOMM_PROXY_STREAMS=per_pe "$build/tests/$suite" --order decl
+            env GPUCOMM_TEST_PES_PER_GPU="$p" GPUCOMM_PROXY_STREAMS=per_pe "$build/tests/$suite" --order decl "${spec_args[@]}"
       fi
       # ProxyQueue's NIC suite with the route tests' forced split: the other half of the world
       # through the NIC, the same half by the copy engines, every signal and atomic through the NIC.
       if [ "$suite" = gpucomm_gpu_tests_proxy_nic ] || [ "$suite" = gpucomm_gpu_tests_coll_proxy_nic ]; then
         p=${pes_per_gpu##* }
         run "${suite#gpucomm_gpu_}-one-process-$(layout "$n" "$p")-split" \
-            env GPUCOMM_TEST_PES_PER_GPU="$p" GPUCOMM_TEST_PROXY_SPLIT=1 "$build/tests/$suite" --order decl
+            env GPUCOMM_TEST_PES_PER_GPU="$p" GPUCOMM_TEST_PROXY_SPLIT=1 "$build/tests/$suite" --order decl "${spec_args[@]}"
       fi
       if [ "$n" -ge 2 ] && [[ " $mpi_pes_per_gpu " == *" 1 "* ]]; then mpi_run "$n" 1 "$suite"; fi
     done
