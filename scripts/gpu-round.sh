@@ -16,7 +16,9 @@
 # Steps not named are skipped; a later call can run further steps on the same build (build-gpu/).
 # --suites: the suites the build, tests and sanitize steps take (default all; "tests" is
 # gpucomm_gpu_tests, the others gpucomm_gpu_tests_<name>; coll is the collectives suite on
-# NVLinkStore, coll_<transport> on the others), to split a round over two calls.
+# NVLinkStore, coll_<transport> on the others), to split a round over two calls. Not in the
+# default: soak and soak_<transport>, the differential soak alone (gpucomm_gpu_soak[_<transport>]),
+# which builds fast; with GPUCOMM_SOAK_OPS set it runs long (docs/reliability.md).
 # --test-spec: a Catch2 test spec the tests step passes to every suite (default: every test), to
 # run one part of the suites in every layout, e.g. "[soak]" for the differential soak alone.
 # --counts: GPU counts n (default 1, 2, 4, 8 up to the machine's GPUs, and all of them). For each n
@@ -210,6 +212,8 @@ for name in $only_suites; do
     tests) suites+=(gpucomm_gpu_tests) ;;
     ibgda|route|minimal|p2p|proxy|proxy_nic|coll|coll_ibgda|coll_route|coll_minimal|coll_p2p|coll_proxy|coll_proxy_nic)
       suites+=("gpucomm_gpu_tests_$name") ;;
+    soak|soak_ibgda|soak_route|soak_minimal|soak_p2p|soak_proxy|soak_proxy_nic)
+      suites+=("gpucomm_gpu_$name") ;;
     *) echo "--suites: unknown suite '$name' ($all_suites)" >&2; exit 2 ;;
   esac
 done
@@ -237,6 +241,10 @@ fi
 
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x NVSHMEM_DISABLE_NVLS
      -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x CUDA_VISIBLE_DEVICES -x GPUCOMM_TEST_PES_PER_GPU)
+# The soak's settings reach every process (a long run: docs/reliability.md).
+for v in GPUCOMM_SOAK_OPS GPUCOMM_SOAK_SEED GPUCOMM_SOAK_MAX_BYTES GPUCOMM_SOAK_FAULTS GPUCOMM_SOAK_DROP; do
+  if [ -n "${!v+set}" ]; then mpi+=(-x "$v"); fi
+done
 # mpi_shared NAME NP CMD...: step NAME, CMD under mpirun -np NP with processes sharing a GPU, which
 # get the MPS directories: the round's own, or the caller's where they are set.
 mpi_shared() {

@@ -16,26 +16,34 @@ namespace gpucomm::detail {
 
 /// Spins until `*sig <c> value`; returns the value that satisfied it. Whoever updated the word
 /// (a GPU store over NVLink or a NIC write) released it at system scope, so the acquire makes what
-/// it released visible to the calling thread.
-__device__ inline signal_t wait_signal(signal_t* sig, cmp c, signal_t value, std::uint64_t const* header = nullptr) {
+/// it released visible to the calling thread. `progress`: see spin_until.
+template <class Progress = no_progress>
+__device__ inline signal_t wait_signal(signal_t* sig, cmp c, signal_t value, std::uint64_t const* header = nullptr,
+                                       Progress progress = {}) {
   cuda::atomic_ref<signal_t, cuda::thread_scope_system> word(*sig);
   signal_t seen = 0;
-  spin_until([&] { return compare(c, seen = word.load(cuda::memory_order_acquire), value); }, "wait_until", header);
+  spin_until([&] { return compare(c, seen = word.load(cuda::memory_order_acquire), value); }, "wait_until", header,
+             progress);
   return seen;
 }
 
 /// Epoch barrier, the waiting half: every thread of g takes a share of the team's `npes` arrival
 /// flags and waits until each reaches `epoch` (acquire: rank i's writes before it announced the
 /// epoch are visible), then g syncs so every thread sees them all. Epochs only grow, so no flag is
-/// reset.
-template <group G>
+/// reset. `progress` (see spin_until) runs in the group's leader alone: one thread of a PE is
+/// enough to keep its transport going.
+template <group G, class Progress = no_progress>
 __device__ void wait_for_epochs(G const& g, std::uint64_t* flags, int npes, std::uint64_t epoch,
-                                std::uint64_t const* header = nullptr) {
+                                std::uint64_t const* header = nullptr, Progress progress = {}) {
   unsigned const rank = group_rank(g);
   unsigned const size = group_size(g);
   for (int pe = static_cast<int>(rank); pe < npes; pe += static_cast<int>(size)) {
     cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> flag(flags[pe]);
-    spin_until([&] { return flag.load(cuda::memory_order_acquire) >= epoch; }, "barrier", header);
+    auto const arrived = [&] { return flag.load(cuda::memory_order_acquire) >= epoch; };
+    if (rank == 0)
+      spin_until(arrived, "barrier", header, progress);
+    else
+      spin_until(arrived, "barrier", header);
   }
   group_sync(g);
 }

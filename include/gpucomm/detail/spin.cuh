@@ -45,13 +45,25 @@ __device__ inline void report_shared_gpu(std::uint64_t const* header) {
   }
 }
 
+/// What a spin does now and then while it waits: nothing (the default), or a transport's progress
+/// (contract.cuh, waiting_progress). `active` says whether there is anything to call.
+struct no_progress {
+  static constexpr bool active = false;
+  __device__ void operator()() const noexcept {}
+};
+
 /// Spin until `done()` returns true. `what` names the wait in the debug report; `header`, when
 /// given, is the waiting PE's control-block header, so the report says which PEs share its GPU.
-template <class Done>
-__device__ GPUCOMM_FORCEINLINE void spin_until(Done&& done, char const* what, std::uint64_t const* header = nullptr) {
+/// `progress`, where active, is called every 1024 polls.
+template <class Done, class Progress = no_progress>
+__device__ GPUCOMM_FORCEINLINE void spin_until(Done&& done, char const* what, std::uint64_t const* header = nullptr,
+                                               Progress progress = {}) {
 #if GPUCOMM_DEBUG
   std::uint64_t const start = global_time_ns();
   for (unsigned polls = 1; !done(); ++polls) {
+    if constexpr (Progress::active) {
+      if ((polls & 1023u) == 0) progress();
+    }
     if ((polls & 1023u) == 0 && global_time_ns() - start > GPUCOMM_SPIN_TIMEOUT_NS) {
       printf("gpucomm: %s still waiting after %llu ns (block %d,%d,%d thread %d,%d,%d); trapping\n", what,
              static_cast<unsigned long long>(GPUCOMM_SPIN_TIMEOUT_NS), blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
@@ -63,7 +75,13 @@ __device__ GPUCOMM_FORCEINLINE void spin_until(Done&& done, char const* what, st
 #else
   (void)what;
   (void)header;
-  while (!done()) {
+  if constexpr (Progress::active) {
+    for (unsigned polls = 1; !done(); ++polls) {
+      if ((polls & 1023u) == 0) progress();
+    }
+  } else {
+    while (!done()) {
+    }
   }
 #endif
 }

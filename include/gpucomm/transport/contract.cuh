@@ -24,6 +24,15 @@
 //                                                                  barrier completes first: every
 //                                                                  operation any group of this PE
 //                                                                  issued before (default: quiet)
+//   progress(c)                                                    optional; called by a thread of
+//                                                                  this PE that has waited on a
+//                                                                  local word (wait_until, the
+//                                                                  barrier) for 50 us, then after
+//                                                                  twice as long each time (up to
+//                                                                  10 ms): what the transport needs
+//                                                                  done while its PE waits
+//                                                                  (IBGDAPost rings again for lost
+//                                                                  doorbells). Default: nothing
 // The `can_*` concepts say what comm<Transport> offers, provided or inherited; generic code asks
 // them (or `requires { c.get(g, ...); }`, which agrees).
 
@@ -33,6 +42,7 @@
 #include <cstdint>
 
 #include "../config.hpp"
+#include "../detail/bounded_wait.cuh"
 #include "../detail/control_block.hpp"
 #include "../detail/device_check.cuh"
 #include "../detail/signal_wait.cuh"
@@ -138,6 +148,9 @@ concept provides_quiet_pe = transport<T> && requires(comm<T> const& c, single_th
   T::quiet_pe(c, g);
 };
 
+template <class T>
+concept provides_progress = transport<T> && requires(comm<T> const& c) { T::progress(c); };
+
 // ---- what comm<Transport> offers ------------------------------------------------------------------
 
 template <class T>
@@ -198,6 +211,29 @@ consteval bool signatures_match_capabilities() {
 
 // ---- the generic operations -----------------------------------------------------------------------
 
+namespace detail {
+/// The progress a wait on a local word makes for transport T (detail::spin_until calls it every
+/// 1024 polls): T::progress once the wait has lasted 50 us, then after twice as long each time, up
+/// to every 10 ms. Transports without progress get detail::no_progress, so their waits stay bare
+/// loads.
+template <class T>
+struct waiting_progress {
+  static constexpr bool active = true;
+  comm<T> const* c;
+  patience_timer timer{};
+  __device__ void operator()() {
+    if (timer.due()) T::progress(*c);
+  }
+};
+template <class T>
+__device__ GPUCOMM_FORCEINLINE auto progress_while_waiting(comm<T> const& c) {
+  if constexpr (provides_progress<T>)
+    return waiting_progress<T>{&c};
+  else
+    return no_progress{};
+}
+}  // namespace detail
+
 namespace contract {
 
 /// fence: the transport's own, else quiet (completing is a way of ordering).
@@ -231,7 +267,7 @@ __device__ GPUCOMM_FORCEINLINE signal_t wait_until(comm<T> const& c, sym_ptr<sig
   if constexpr (provides_wait_until<T>)
     return T::wait_until(c, sig, k, value);
   else
-    return detail::wait_signal(sig.get(), k, value, c.control_header());
+    return detail::wait_signal(sig.get(), k, value, c.control_header(), detail::progress_while_waiting(c));
 }
 
 /// The epoch barrier over team t, for every transport with signal and quiet:
@@ -256,7 +292,7 @@ __device__ void barrier(comm<T> const& c, G const& g, team t) {
     sym_ptr<signal_t> const mine(w.flags + c.team_rank(t));
     for (int r = 0; r < t.size; ++r) T::signal(c, this_thread(), mine, epoch, signal_op::set, t.pe_of(r));
   }
-  detail::wait_for_epochs(g, w.flags, t.size, epoch, c.control_header());
+  detail::wait_for_epochs(g, w.flags, t.size, epoch, c.control_header(), detail::progress_while_waiting(c));
 }
 
 }  // namespace contract

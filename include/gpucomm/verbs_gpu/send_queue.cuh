@@ -72,25 +72,19 @@ struct nop_builder {
   GPUCOMM_HD std::uint32_t operator()(wqe_slot const& s, std::uint32_t) const noexcept { return build_nop(s); }
 };
 
-/// Tells a wait when to ring again: when `consumer` has not moved for `patience` ns, which starts
-/// at 50 us and doubles after every ring again up to 10 ms (a slow NIC is rung a few times, not
-/// flooded), and starts over when a completion comes. The clock is read only once a wait waits.
+/// Tells a send-queue wait when to ring again: when `consumer` has not moved for a while
+/// (gpucomm::detail::patience_timer: 50 us, doubling to 10 ms, from the last completion).
 struct stall_watch {
-  static constexpr std::uint64_t first_patience_ns = 50'000, max_patience_ns = 10'000'000;
-  std::uint64_t seen = 0, since = 0, patience = first_patience_ns;
+  std::uint64_t seen = 0;
+  gpucomm::detail::patience_timer timer;
   std::uint32_t rings = 0;  ///< rings again so far
 
   GPUCOMM_HD GPUCOMM_FORCEINLINE bool stalled(std::uint64_t consumer) noexcept {
-    std::uint64_t const t = now_ns();
-    if (since == 0 || consumer != seen) {
+    if (consumer != seen) {
       seen = consumer;
-      since = t;
-      patience = first_patience_ns;
-      return false;
+      timer.restart();
     }
-    if (t - since < patience) return false;
-    since = t;
-    patience = patience * 2 < max_patience_ns ? patience * 2 : max_patience_ns;
+    if (!timer.due()) return false;
     ++rings;
     return true;
   }

@@ -43,6 +43,10 @@
 //                  its arrival flag at every member through the NIC, and the group waits for every
 //                  member's flag (acquire).
 //   wait_until     the contract's: acquire loads of the local word at system scope.
+//   progress       while a thread of this PE waits on a local word (wait_until, barrier) for
+//                  50 us, then twice as long each time up to 10 ms: a signalled NOP on each of this
+//                  PE's QPs with work in flight, which rings again for a doorbell the NIC lost.
+//                  The send queue's own waits ring again the same way (verbs_gpu/send_queue.cuh).
 // Errors: an error completion (bad key, out of bounds, ...) is recorded once per QP with its
 // syndrome; operations on that QP return at once afterwards (fetching ones return 0), and the
 // host's world::synchronize() throws a gpucomm::error naming the PE, the peer, the operation and
@@ -242,6 +246,18 @@ struct IBGDAPost {
 
   __device__ static void quiet_queue(verbs_gpu::send_queue const& q) {
     if (in_flight(q)) posted(q.quiet(), "quiet");
+  }
+
+  /// While a thread of this PE waits on a local word (the contract calls it, patiently): every
+  /// queue of this PE with work in flight gets a signalled NOP, whose doorbell covers one the NIC
+  /// may have lost (a peer's wait may hang on it, and this PE posts nothing else while it waits).
+  /// Nothing waits for the NOPs; a queue in error is left to the host's report.
+  __device__ static void progress(comm<IBGDAPost> const& c) {
+    device_state const& s = c.state();
+    unsigned const queues = static_cast<unsigned>(c.npes()) * s.qps_per_peer;
+    for (unsigned i = 0; i < queues; ++i) {
+      if (in_flight(s.queues[i])) (void)s.queues[i].flush();
+    }
   }
 
  private:

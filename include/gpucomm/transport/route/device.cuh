@@ -27,7 +27,8 @@
 //                     differs, so the group's earlier puts to the peer land first.
 //   atomics           the target's atomicity domain. As in OpenSHMEM, an atomic is not ordered
 //                     after earlier puts without a fence (which quiets every leg).
-//   wait_until        the contract's local acquire spin (the same in every leg).
+//   wait_until        the contract's local acquire spin (the same in every leg), with each
+//                     leg's progress where it has one.
 //   fence, quiet      every leg's (a leg without its own fence quiets).
 //   barrier           the contract's epoch barrier: every leg's quiet_pe (or quiet), then each
 //                     member's arrival flag set with route's signal, so through the member's
@@ -172,6 +173,13 @@ struct route {
         Leg::quiet_pe(lc, g);
       else
         Leg::quiet(lc, g);
+    });
+  }
+
+  /// While this PE waits on a local word: each leg's progress where it has one.
+  __device__ static void progress(auto const& c) {
+    each_leg(c, [&]<class Leg>(comm<Leg> const& lc) {
+      if constexpr (provides_progress<Leg>) Leg::progress(lc);
     });
   }
 
