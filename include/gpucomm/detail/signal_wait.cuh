@@ -30,8 +30,8 @@ __device__ inline signal_t wait_signal(signal_t* sig, cmp c, signal_t value, std
 /// Epoch barrier, the waiting half: every thread of g takes a share of the team's `npes` arrival
 /// flags and waits until each reaches `epoch` (acquire: rank i's writes before it announced the
 /// epoch are visible), then g syncs so every thread sees them all. Epochs only grow, so no flag is
-/// reset. `progress` (see spin_until) runs in the group's leader alone: one thread of a PE is
-/// enough to keep its transport going.
+/// reset. `progress` (see spin_until) runs in every thread still waiting (at most npes threads
+/// wait; the leader may be done with its flags while another thread waits for one that needs it).
 template <group G, class Progress = no_progress>
 __device__ void wait_for_epochs(G const& g, std::uint64_t* flags, int npes, std::uint64_t epoch,
                                 std::uint64_t const* header = nullptr, Progress progress = {}) {
@@ -39,11 +39,7 @@ __device__ void wait_for_epochs(G const& g, std::uint64_t* flags, int npes, std:
   unsigned const size = group_size(g);
   for (int pe = static_cast<int>(rank); pe < npes; pe += static_cast<int>(size)) {
     cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> flag(flags[pe]);
-    auto const arrived = [&] { return flag.load(cuda::memory_order_acquire) >= epoch; };
-    if (rank == 0)
-      spin_until(arrived, "barrier", header, progress);
-    else
-      spin_until(arrived, "barrier", header);
+    spin_until([&] { return flag.load(cuda::memory_order_acquire) >= epoch; }, "barrier", header, progress);
   }
   group_sync(g);
 }
