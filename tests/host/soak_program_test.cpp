@@ -445,3 +445,145 @@ TEST_CASE("a serial run of generated programs matches the reference; one flipped
     }
   }
 }
+
+namespace {
+
+/// soak.cu's parameters (tests/gpu/ops/soak.cu: 128-thread CTAs, a round of 1500 ops).
+soak::params soak_cu_params(int npes, std::uint64_t round, bool all_elems) {
+  soak::params p;
+  p.npes = npes;
+  p.seed = soak::hash64(19, round, 0x50A4);
+  p.ops = 1500;
+  p.max_bytes = 64u << 10;
+  p.data_bytes = 1u << 20;
+  p.warp_lanes = 4;
+  p.elems = all_elems ? (1u << 1 | 1u << 2 | 1u << 4 | 1u << 8) : (1u << 1 | 1u << 8);
+  p.teams = npes >= 2;
+  return p;
+}
+
+op wait_op(int pe, std::uint32_t index, gpucomm::cmp c, signal_t value) {
+  op w;
+  w.kind = op_kind::wait;
+  w.pe = pe;
+  w.index = index;
+  w.aux = static_cast<std::uint8_t>(c);
+  w.value = value;
+  w.result = 0;
+  return w;
+}
+op signal_add(int peer, std::uint32_t index, signal_t value) {
+  op s;
+  s.kind = op_kind::signal;
+  s.pe = peer;
+  s.index = index;
+  s.aux = static_cast<std::uint8_t>(gpucomm::signal_op::add);
+  s.value = value;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("soak programs run to completion in every schedule (no deadlock at any PE count)", "[soak]") {
+  for (int npes : {1, 2, 3, 4}) {
+    for (std::uint64_t round = 0; round < 40; ++round) {
+      auto const prog = soak::generate(soak_cu_params(npes, round, round % 2 == 0));
+      auto const bad = soak::check_executable(prog);
+      INFO(npes << " PEs, round " << round << " (seed " << prog.p.seed << ")"
+                << (bad.empty() ? std::string() : ": " + bad.front()));
+      CHECK(bad.empty());
+    }
+    for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+      auto const prog = soak::generate(some_params(npes, seed));
+      auto const bad = soak::check_executable(prog, {8, seed});
+      INFO(npes << " PEs, seed " << seed << (bad.empty() ? std::string() : ": " + bad.front()));
+      CHECK(bad.empty());
+    }
+  }
+}
+
+TEST_CASE("check_executable catches deadlocks and waits that can be missed", "[soak]") {
+  // A wait nothing releases: a deadlock, named by PE, lane, op and the word's value.
+  {
+    auto prog = soak::generate(soak_cu_params(4, 0, false));
+    REQUIRE(soak::check_executable(prog).empty());
+    bool changed = false;
+    for (std::uint32_t id = 0; id < prog.order.size() && !changed; ++id) {
+      auto const& at = prog.order[id];
+      op& o = prog.code[static_cast<std::size_t>(at.pe)][static_cast<std::size_t>(at.lane)][at.index];
+      if (o.kind != op_kind::wait) continue;
+      o.aux = static_cast<std::uint8_t>(gpucomm::cmp::eq);
+      o.value = 12345;  // below every signal value (they start at 2^40)
+      changed = true;
+    }
+    REQUIRE(changed);
+    auto const bad = soak::check_executable(prog);
+    REQUIRE(!bad.empty());
+    CHECK(bad.front().find("deadlock") != std::string::npos);
+    CHECK(bad.front().find("wait_until") != std::string::npos);
+  }
+  // Team barriers that do not pair up: PE 3 takes the parity team where its half waits for it.
+  {
+    auto prog = soak::generate(soak_cu_params(4, 0, false));
+    bool changed = false;
+    for (auto& lane : prog.code[3])
+      for (op& o : lane)
+        if (o.kind == op_kind::barrier && o.aux == static_cast<std::uint8_t>(soak::scope::halves)) {
+          o.aux = static_cast<std::uint8_t>(soak::scope::parity);
+          changed = true;
+        }
+    REQUIRE(changed);
+    auto const bad = soak::check_executable(prog);
+    REQUIRE(!bad.empty());
+    CHECK(bad.front().find("deadlock") != std::string::npos);
+    CHECK(bad.front().find("barrier") != std::string::npos);
+  }
+  // One lane of a PE skips a barrier the others reach: the CTA never gathers.
+  {
+    auto prog = soak::generate(soak_cu_params(2, 1, false));
+    int pe = prog.kinds[0] == soak::lane_kind::warp ? 0 : 1;
+    if (prog.kinds[static_cast<std::size_t>(pe)] != soak::lane_kind::warp) pe = -1;
+    if (pe >= 0) {
+      auto& lane = prog.code[static_cast<std::size_t>(pe)][1];
+      for (std::size_t i = 0; i < lane.size(); ++i)
+        if (lane[i].kind == op_kind::barrier) {
+          lane.erase(lane.begin() + static_cast<std::ptrdiff_t>(i));
+          break;
+        }
+      CHECK(!soak::check_executable(prog).empty());
+    }
+  }
+  // '==' on an intermediate value of a word still being added to: true, then false again.
+  {
+    auto prog = hand_program(2);
+    signal_t const base = soak::initial_sig(prog.p.seed, 0, 1);
+    op q;
+    q.kind = op_kind::quiet;  // an update lands at the latest at its sender's quiet
+    add(prog, 1, signal_add(0, 1, 5));
+    add(prog, 1, signal_add(0, 1, 5));
+    add(prog, 1, q);
+    add(prog, 0, wait_op(0, 1, gpucomm::cmp::eq, base + 5));
+    auto const bad = soak::check_executable(prog);
+    REQUIRE(!bad.empty());
+    CHECK((bad.front().find("window") != std::string::npos || bad.front().find("deadlock") != std::string::npos));
+    prog.code[0][0][0].value = base + 10;  // the final value: fine
+    CHECK(soak::check_executable(prog).empty());
+  }
+  // A signal that is never quieted before its sender waits on the receiver: lands only lazily.
+  {
+    auto prog = hand_program(2);
+    signal_t const b0 = soak::initial_sig(prog.p.seed, 0, 0), b1 = soak::initial_sig(prog.p.seed, 1, 0);
+    add(prog, 0, signal_add(1, 0, 1));
+    add(prog, 0, wait_op(0, 0, gpucomm::cmp::ge, b0 + 1));
+    add(prog, 1, wait_op(1, 0, gpucomm::cmp::ge, b1 + 1));
+    op q;
+    q.kind = op_kind::quiet;
+    add(prog, 1, signal_add(0, 0, 1));
+    add(prog, 1, q);
+    auto bad = soak::check_executable(prog);
+    REQUIRE(!bad.empty());
+    CHECK(bad.front().find("lazy delivery") != std::string::npos);
+    prog.code[0][0].insert(prog.code[0][0].begin() + 1, q);  // quiet before the wait: fine
+    CHECK(soak::check_executable(prog).empty());
+  }
+}

@@ -217,6 +217,16 @@ void allow_dynamic_smem(Kernel kernel, std::size_t bytes) {
   }
 }
 
+/// Loads `kernel`'s code now. With lazy module loading (CUDA's default) a kernel's first launch
+/// loads it, and that can wait for kernels already running: a deadlock when PEs sharing a GPU run
+/// different kernels that wait on each other (the soak launches a warp-lane kernel on some PEs and
+/// a block-lane one on others). Querying the attributes loads the function.
+template <class Kernel>
+void preload(Kernel kernel) {
+  cudaFuncAttributes attributes{};
+  GPUCOMM_TEST_CUDA(cudaFuncGetAttributes(&attributes, kernel));
+}
+
 /// Launch configuration for a kernel that uses with_test_staging<M>: the dynamic shared memory,
 /// with the kernel allowed to take more than the default 48 KiB.
 template <class M, class Kernel>

@@ -39,6 +39,7 @@
 #include <gpucomm/ops.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -1197,6 +1198,227 @@ inline std::vector<std::string> validate(program const& prog) {
       if (lane == 0) first = mine;
       if (mine != first)
         bad.push_back("PE " + std::to_string(pe) + " lane " + std::to_string(lane) + ": barriers differ");
+    }
+  }
+  return bad;
+}
+
+
+// ---- executability: every schedule of the lanes completes -------------------------------------------
+
+/// How check_executable schedules the lanes.
+struct exec_options {
+  unsigned random_orders = 4;  ///< random schedules besides round-robin (and the lazy variants)
+  std::uint64_t seed = 0x5CED;
+};
+
+namespace detail {
+
+/// One schedule of prog. `order`: 0 round-robin, else a random order seeded by it. `lazy`: a signal
+/// update is in flight until its issuing lane quiets (its group kind) or reaches a barrier, and only
+/// then lands (the latest the contract allows); otherwise it lands at once. Returns the problems.
+inline std::vector<std::string> execute_once(program const& prog, std::uint64_t order, bool lazy) {
+  std::vector<std::string> bad;
+  params const& p = prog.p;
+  int const n = p.npes;
+  auto const N = static_cast<std::size_t>(n);
+  std::vector<std::vector<signal_t>> sig(N);
+  for (int pe = 0; pe < n; ++pe)
+    for (std::uint32_t i = 0; i < p.nsig; ++i) sig[static_cast<std::size_t>(pe)].push_back(initial_sig(p.seed, pe, i));
+  struct flight {
+    int pe;
+    grp g;
+    op o;
+  };
+  std::vector<std::vector<std::uint32_t>> pc(N);
+  std::vector<std::vector<std::vector<flight>>> inflight(N);  // [pe][lane]
+  for (int pe = 0; pe < n; ++pe) {
+    pc[static_cast<std::size_t>(pe)].assign(static_cast<std::size_t>(prog.lanes(pe)), 0);
+    inflight[static_cast<std::size_t>(pe)].resize(static_cast<std::size_t>(prog.lanes(pe)));
+  }
+  // Team barriers: [pe][scope] barriers passed; arrived[pe]: the scope it waits in, or -1.
+  std::vector<std::array<std::uint64_t, 3>> passed(N, {0, 0, 0});
+  std::vector<int> arrived(N, -1);
+  auto code_of = [&](int pe, int lane) -> std::vector<op> const& {
+    return prog.code[static_cast<std::size_t>(pe)][static_cast<std::size_t>(lane)];
+  };
+  auto where = [&](int pe, int lane) {
+    std::uint32_t const i = pc[static_cast<std::size_t>(pe)][static_cast<std::size_t>(lane)];
+    std::ostringstream s;
+    s << "PE " << pe << " lane " << lane << " op #" << i;
+    if (i < code_of(pe, lane).size()) {
+      op const& o = code_of(pe, lane)[i];
+      s << " (" << kind_name(o.kind);
+      if (o.kind == op_kind::barrier) {
+        team_shape const t = team_of(static_cast<scope>(o.aux), n, pe);
+        s << " on " << (o.aux == 0 ? "world" : o.aux == 1 ? "halves" : "parity") << " team {start " << t.start
+          << " stride " << t.stride << " size " << t.size << "}, number "
+          << passed[static_cast<std::size_t>(pe)][o.aux];
+      }
+      if (o.kind == op_kind::wait)
+        s << " sig[" << o.index << "] cmp " << int(o.aux) << " value " << o.value << ", word is "
+          << sig[static_cast<std::size_t>(pe)][o.index];
+      s << ")";
+    } else {
+      s << " (finished)";
+    }
+    return s.str();
+  };
+  auto satisfied = [&](int pe, op const& o) {
+    return compare(static_cast<cmp>(o.aux), sig[static_cast<std::size_t>(pe)][o.index], static_cast<signal_t>(o.value));
+  };
+  // A signal update lands: a wait that a lane has reached and that held before must hold after.
+  auto land = [&](op const& o) {
+    auto const t = static_cast<std::size_t>(o.pe);
+    std::vector<std::pair<int, bool>> before;
+    for (int l = 0; l < prog.lanes(o.pe); ++l) {
+      std::uint32_t const i = pc[t][static_cast<std::size_t>(l)];
+      auto const& c = code_of(o.pe, l);
+      if (i < c.size() && c[i].kind == op_kind::wait && c[i].index == o.index)
+        before.push_back({l, satisfied(o.pe, c[i])});
+    }
+    apply_signal(sig[t][o.index], o);
+    for (auto const& [l, held] : before) {
+      op const& w = code_of(o.pe, l)[pc[t][static_cast<std::size_t>(l)]];
+      if (held && !satisfied(o.pe, w) && bad.size() < 20)
+        bad.push_back("window: " + where(o.pe, l) + " held, then a " + kind_name(o.kind) + " of value " +
+                      std::to_string(o.value) + " made it false again (a slow waiter misses it)");
+    }
+  };
+  auto drain = [&](int pe, int lane, bool all, grp g) {
+    auto& f = inflight[static_cast<std::size_t>(pe)][static_cast<std::size_t>(lane)];
+    std::vector<flight> keep;
+    for (auto const& x : f) {
+      if (all || x.g == g)
+        land(x.o);
+      else
+        keep.push_back(x);
+    }
+    f = keep;
+  };
+  std::mt19937_64 rng(order * 0x9E3779B97F4A7C15ull + 17);
+  // Runnable actions: (pe, lane) with lane >= 0 a lane step, lane == -1 the PE's barrier step.
+  std::vector<std::pair<int, int>> act;
+  std::size_t rr = 0;
+  for (;;) {
+    act.clear();
+    bool done = true;
+    for (int pe = 0; pe < n; ++pe) {
+      auto const q = static_cast<std::size_t>(pe);
+      bool all_at_barrier = true;
+      int bscope = -1;
+      for (int l = 0; l < prog.lanes(pe); ++l) {
+        std::uint32_t const i = pc[q][static_cast<std::size_t>(l)];
+        auto const& c = code_of(pe, l);
+        if (i >= c.size()) {
+          all_at_barrier = false;
+          continue;
+        }
+        done = false;
+        op const& o = c[i];
+        if (o.kind == op_kind::barrier) {
+          if (bscope >= 0 && bscope != o.aux && bad.size() < 20)
+            bad.push_back("PE " + std::to_string(pe) + ": lanes reach barriers of different scopes");
+          bscope = o.aux;
+          continue;
+        }
+        all_at_barrier = false;
+        if (o.kind != op_kind::wait || satisfied(pe, o)) act.push_back({pe, l});
+      }
+      if (all_at_barrier && bscope >= 0) {
+        if (arrived[q] < 0) {
+          act.push_back({pe, -1});  // arrive
+        } else {
+          // Completes when every member has arrived at this barrier of the team or passed it.
+          auto const s = static_cast<scope>(arrived[q]);
+          team_shape const t = team_of(s, n, pe);
+          std::uint64_t const k = passed[q][static_cast<std::size_t>(arrived[q])];
+          bool ok = true;
+          for (int m = 0; m < t.size && ok; ++m) {
+            auto const mq = static_cast<std::size_t>(t.start + t.stride * m);
+            ok = passed[mq][static_cast<std::size_t>(arrived[q])] > k ||
+                 (arrived[mq] == arrived[q] && passed[mq][static_cast<std::size_t>(arrived[q])] == k);
+          }
+          if (ok) act.push_back({pe, -1});
+        }
+      }
+    }
+    if (done) break;
+    if (act.empty()) {
+      std::string s = std::string("deadlock (") +
+                      (order == 0 ? "round-robin" : order % 2 == 1 ? "random order" : "slow waiters") +
+                      (lazy ? ", lazy delivery" : "") + "):";
+      for (int pe = 0; pe < n; ++pe)
+        for (int l = 0; l < prog.lanes(pe); ++l) s += "\n  " + where(pe, l);
+      bad.push_back(s);
+      return bad;
+    }
+    std::pair<int, int> a;
+    if (order == 0) {
+      a = act[rr++ % act.size()];
+    } else if (order % 2 == 1) {
+      a = act[rng() % act.size()];
+    } else {
+      // Adversarial: lanes in a fixed random priority, a lane at a wait or a PE at its barrier only
+      // when nothing else can run (slow waiters, late arrivals).
+      auto rank = [&](std::pair<int, int> const& x) {
+        std::uint64_t const h = hash64(order, static_cast<std::uint64_t>(x.first), static_cast<std::uint64_t>(x.second + 1));
+        bool const slow = x.second < 0 || code_of(x.first, x.second)[pc[static_cast<std::size_t>(x.first)]
+                                                                      [static_cast<std::size_t>(x.second)]]
+                                                  .kind == op_kind::wait;
+        return std::make_pair(slow, h);
+      };
+      a = *std::min_element(act.begin(), act.end(), [&](auto const& x, auto const& y) { return rank(x) < rank(y); });
+    }
+    auto const q = static_cast<std::size_t>(a.first);
+    if (a.second < 0) {
+      int const s = code_of(a.first, 0)[pc[q][0]].aux;
+      if (arrived[q] < 0) {
+        arrived[q] = s;
+      } else {
+        ++passed[q][static_cast<std::size_t>(s)];
+        arrived[q] = -1;
+        for (auto& i : pc[q]) ++i;
+      }
+      continue;
+    }
+    int const lane = a.second;
+    op const& o = code_of(a.first, lane)[pc[q][static_cast<std::size_t>(lane)]];
+    bool const sig_update = o.kind == op_kind::put_signal || o.kind == op_kind::put_signal_nbi ||
+                            o.kind == op_kind::signal || o.kind == op_kind::flag_set;
+    if (sig_update) {
+      if (lazy)
+        inflight[q][static_cast<std::size_t>(lane)].push_back({o.pe, o.group, o});
+      else
+        land(o);
+    }
+    if (o.kind == op_kind::quiet) drain(a.first, lane, false, o.group);
+    ++pc[q][static_cast<std::size_t>(lane)];
+    // A lane that reaches a barrier quiets both group kinds first.
+    auto const& c = code_of(a.first, lane);
+    if (pc[q][static_cast<std::size_t>(lane)] < c.size() && c[pc[q][static_cast<std::size_t>(lane)]].kind == op_kind::barrier)
+      drain(a.first, lane, true, grp::lane);
+  }
+  return bad;
+}
+
+}  // namespace detail
+
+/// Whether prog runs to completion in every schedule: simulates the lanes (waits on the signal
+/// words, CTA-wide barrier ops, team barriers counted per team) in round-robin and random orders,
+/// with signals landing at once and as late as allowed (at the issuer's quiet or barrier; one issued
+/// after its lane's last quiet and barrier never lands). Odd random orders are uniform, even ones run
+/// lanes in a fixed random priority with waiting lanes and barrier arrivals last. Reports
+/// deadlocks (every lane's position and what it waits for) and waits whose condition a later update
+/// makes false again while the waiter has reached it. Empty: executable.
+inline std::vector<std::string> check_executable(program const& prog, exec_options const& opt = {}) {
+  std::vector<std::string> bad;
+  for (std::uint64_t order = 0; order <= opt.random_orders && bad.empty(); ++order) {
+    std::uint64_t const o = order == 0 ? 0 : opt.seed + order;
+    for (bool lazy : {false, true}) {
+      auto r = detail::execute_once(prog, o, lazy);
+      bad.insert(bad.end(), r.begin(), r.end());
+      if (!bad.empty()) break;
     }
   }
   return bad;
