@@ -277,7 +277,10 @@ __device__ GPUCOMM_FORCEINLINE signal_t wait_until(comm<T> const& c, sym_ptr<sig
 ///   3. the leader sets its arrival flag (index: its team rank) to the epoch at every member with
 ///      the transport's signal, a release at system scope after step 1;
 ///   4. the group waits until every member's flag at this PE reaches the epoch (acquire), sharing
-///      the flags among its threads, then syncs.
+///      the flags among its threads, then syncs;
+///   5. on a transport with progress, the leader completes its arrival signals (quiet): a PE that
+///      leaves the barrier and finishes its kernel rings no more, so an arrival behind a lost
+///      doorbell would leave a member waiting. By then they have usually completed.
 /// Epochs only grow, so no flag is ever reset (graph-safe) and back-to-back barriers cannot be
 /// confused. Each team has its own slot of words, so several teams may be in barriers at once.
 template <class T, group G>
@@ -293,6 +296,9 @@ __device__ void barrier(comm<T> const& c, G const& g, team t) {
     for (int r = 0; r < t.size; ++r) T::signal(c, this_thread(), mine, epoch, signal_op::set, t.pe_of(r));
   }
   detail::wait_for_epochs(g, w.flags, t.size, epoch, c.control_header(), detail::progress_while_waiting(c));
+  if constexpr (provides_progress<T>) {
+    if (is_leader(g)) T::quiet(c, this_thread());
+  }
 }
 
 }  // namespace contract
