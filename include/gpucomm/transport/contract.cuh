@@ -149,7 +149,9 @@ concept provides_quiet_pe = transport<T> && requires(comm<T> const& c, single_th
 };
 
 template <class T>
-concept provides_progress = transport<T> && requires(comm<T> const& c) { T::progress(c); };
+concept provides_progress = transport<T> && requires(comm<T> const& c) {
+  T::progress(c);
+};
 
 // ---- what comm<Transport> offers ------------------------------------------------------------------
 

@@ -1203,7 +1203,6 @@ inline std::vector<std::string> validate(program const& prog) {
   return bad;
 }
 
-
 // ---- executability: every schedule of the lanes completes -------------------------------------------
 
 /// How check_executable schedules the lanes.
@@ -1251,8 +1250,11 @@ inline std::vector<std::string> execute_once(program const& prog, std::uint64_t 
       s << " (" << kind_name(o.kind);
       if (o.kind == op_kind::barrier) {
         team_shape const t = team_of(static_cast<scope>(o.aux), n, pe);
-        s << " on " << (o.aux == 0 ? "world" : o.aux == 1 ? "halves" : "parity") << " team {start " << t.start
-          << " stride " << t.stride << " size " << t.size << "}, number "
+        s << " on "
+          << (o.aux == 0   ? "world"
+              : o.aux == 1 ? "halves"
+                           : "parity")
+          << " team {start " << t.start << " stride " << t.stride << " size " << t.size << "}, number "
           << passed[static_cast<std::size_t>(pe)][o.aux];
       }
       if (o.kind == op_kind::wait)
@@ -1346,7 +1348,9 @@ inline std::vector<std::string> execute_once(program const& prog, std::uint64_t 
     if (done) break;
     if (act.empty()) {
       std::string s = std::string("deadlock (") +
-                      (order == 0 ? "round-robin" : order % 2 == 1 ? "random order" : "slow waiters") +
+                      (order == 0       ? "round-robin"
+                       : order % 2 == 1 ? "random order"
+                                        : "slow waiters") +
                       (lazy ? ", lazy delivery" : "") + "):";
       for (int pe = 0; pe < n; ++pe)
         for (int l = 0; l < prog.lanes(pe); ++l) s += "\n  " + where(pe, l);
@@ -1362,10 +1366,12 @@ inline std::vector<std::string> execute_once(program const& prog, std::uint64_t 
       // Adversarial: lanes in a fixed random priority, a lane at a wait or a PE at its barrier only
       // when nothing else can run (slow waiters, late arrivals).
       auto rank = [&](std::pair<int, int> const& x) {
-        std::uint64_t const h = hash64(order, static_cast<std::uint64_t>(x.first), static_cast<std::uint64_t>(x.second + 1));
-        bool const slow = x.second < 0 || code_of(x.first, x.second)[pc[static_cast<std::size_t>(x.first)]
-                                                                      [static_cast<std::size_t>(x.second)]]
-                                                  .kind == op_kind::wait;
+        std::uint64_t const h =
+            hash64(order, static_cast<std::uint64_t>(x.first), static_cast<std::uint64_t>(x.second + 1));
+        bool const slow =
+            x.second < 0 ||
+            code_of(x.first, x.second)[pc[static_cast<std::size_t>(x.first)][static_cast<std::size_t>(x.second)]]
+                    .kind == op_kind::wait;
         return std::make_pair(slow, h);
       };
       a = *std::min_element(act.begin(), act.end(), [&](auto const& x, auto const& y) { return rank(x) < rank(y); });
@@ -1396,7 +1402,8 @@ inline std::vector<std::string> execute_once(program const& prog, std::uint64_t 
     ++pc[q][static_cast<std::size_t>(lane)];
     // A lane that reaches a barrier quiets both group kinds first.
     auto const& c = code_of(a.first, lane);
-    if (pc[q][static_cast<std::size_t>(lane)] < c.size() && c[pc[q][static_cast<std::size_t>(lane)]].kind == op_kind::barrier)
+    if (pc[q][static_cast<std::size_t>(lane)] < c.size() &&
+        c[pc[q][static_cast<std::size_t>(lane)]].kind == op_kind::barrier)
       drain(a.first, lane, true, grp::lane);
   }
   return bad;

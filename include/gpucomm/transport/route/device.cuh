@@ -178,9 +178,7 @@ struct route {
 
   /// While this PE waits on a local word: each leg's progress where it has one (route has progress
   /// only when a leg does).
-  __device__ static void progress(auto const& c)
-    requires(provides_progress<Legs> || ...)
-  {
+  __device__ static void progress(auto const& c) requires(provides_progress<Legs> || ...) {
     each_leg(c, [&]<class Leg>(comm<Leg> const& lc) {
       if constexpr (provides_progress<Leg>) Leg::progress(lc);
     });
