@@ -369,21 +369,18 @@ class builder {
   }
   /// A region at pe nobody writes this epoch (a source): marked read.
   bool take_read(int pe, std::uint64_t bytes, std::uint8_t elem, std::uint64_t& off) {
-    for (int t = 0; t < 8; ++t) {
-      off = place(bytes, elem);
-      if (!overlaps(pe, off, off + bytes, true)) {
-        mark(pe, off, off + bytes, false);
-        return true;
-      }
-    }
-    return false;
+    return take(pe, bytes, elem, off, false);
   }
   /// A region at pe nobody reads or writes this epoch: marked written.
   bool take_write(int pe, std::uint64_t bytes, std::uint8_t elem, std::uint64_t& off) {
+    return take(pe, bytes, elem, off, true);
+  }
+  /// Up to 8 tries at a region that no access conflicting with `write` touches this epoch; marks it.
+  bool take(int pe, std::uint64_t bytes, std::uint8_t elem, std::uint64_t& off, bool write) {
     for (int t = 0; t < 8; ++t) {
       off = place(bytes, elem);
-      if (!overlaps(pe, off, off + bytes, false)) {
-        mark(pe, off, off + bytes, true);
+      if (!overlaps(pe, off, off + bytes, !write)) {
+        mark(pe, off, off + bytes, write);
         return true;
       }
     }
