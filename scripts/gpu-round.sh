@@ -264,6 +264,23 @@ mpi_run() {
   else run "$name" "${mpi[@]}" -np "$1" "${cmd[@]}"; fi
   unset GPUCOMM_TEST_PES_PER_GPU
 }
+# The failure cases of the op suites (tests/gpu/ops/failure.cu): hidden, each alone in fresh
+# processes, in every layout, when no --test-spec narrows the run.
+failure_suite() { [ -z "$test_spec" ] && [[ $1 == gpucomm_gpu_tests || $1 =~ ^gpucomm_gpu_tests_(ibgda|route|minimal|p2p|proxy|proxy_nic)$ ]]; }
+# mpi_failures N P SUITE: the failure cases under mpirun with P processes on each of GPUs 0..N-1.
+mpi_failures() {
+  local name mps_x=() v
+  name="${3#gpucomm_gpu_}-failures-mpi-$(layout "$1" "$2")"
+  if [ "$2" -ge 2 ]; then
+    for v in CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; do
+      if [ ${#mps_vars[@]} -gt 0 ] || [ -n "${!v+set}" ]; then mps_x+=(-x "$v"); fi
+    done
+  fi
+  export GPUCOMM_TEST_PES_PER_GPU=$2
+  run "$name" env "${mps_vars[@]}" bash scripts/lib/one-per-process.sh "$build/tests/$3" "[failure]" \
+      "${mpi[@]}" "${mps_x[@]}" -np $(($1 * $2))
+  unset GPUCOMM_TEST_PES_PER_GPU
+}
 if has_step tests; then
   spec_args=()
   [ -n "$test_spec" ] && spec_args=("$test_spec")
@@ -291,6 +308,13 @@ if has_step tests; then
             env GPUCOMM_TEST_PES_PER_GPU="$p" GPUCOMM_TEST_PROXY_SPLIT=1 "$build/tests/$suite" --order decl "${spec_args[@]}"
       fi
       if [ "$n" -ge 2 ] && [[ " $mpi_pes_per_gpu " == *" 1 "* ]]; then mpi_run "$n" 1 "$suite"; fi
+      if failure_suite "$suite"; then
+        for p in $pes_per_gpu; do
+          run "${suite#gpucomm_gpu_}-failures-one-process-$(layout "$n" "$p")" env GPUCOMM_TEST_PES_PER_GPU="$p" \
+              bash scripts/lib/one-per-process.sh "$build/tests/$suite" "[failure]"
+        done
+        if [ "$n" -ge 2 ] && [[ " $mpi_pes_per_gpu " == *" 1 "* ]]; then mpi_failures "$n" 1 "$suite"; fi
+      fi
     done
     unset CUDA_VISIBLE_DEVICES
   done
@@ -313,6 +337,13 @@ if has_step tests; then
           else
             skip "${suite#gpucomm_gpu_}-mpi-$(layout "$n" "$p")" "the MPS daemon did not start"
           fi
+        done
+      done
+      # Last: a failure case's fault makes MPS refuse new clients until its processes are gone.
+      for suite in "${suites[@]}"; do
+        failure_suite "$suite" || continue
+        for p in $mpi_pes_per_gpu; do
+          [ "$p" -ge 2 ] && [ "$mps_ready" -eq 1 ] && mpi_failures "$n" "$p" "$suite"
         done
       done
       unset CUDA_VISIBLE_DEVICES

@@ -40,4 +40,23 @@ GPUCOMM_HD constexpr bool compare(cmp c, T lhs, T rhs) noexcept {
   return false;
 }
 
+/// The comparison as its C++ operator ("==", "!=", ...), for reports.
+GPUCOMM_HD constexpr char const* cmp_name(cmp c) noexcept {
+  switch (c) {
+    case cmp::eq:
+      return "==";
+    case cmp::ne:
+      return "!=";
+    case cmp::lt:
+      return "<";
+    case cmp::le:
+      return "<=";
+    case cmp::gt:
+      return ">";
+    case cmp::ge:
+      return ">=";
+  }
+  return "?";
+}
+
 }  // namespace gpucomm

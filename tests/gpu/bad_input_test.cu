@@ -295,14 +295,31 @@ TEST_CASE("environment variables with bad values are refused, naming the variabl
     CHECK_THAT(error_of([&] { gpucomm::test::make_world(env_only); }),
                Catch::Contains("GPUCOMM_MAX_TEAMS=") && Catch::Contains("is not a decimal count from 3"));
   }
+  for (char const* bad : {"0", "-1", "1s", "86400001", " 5", "0x10"}) {
+    INFO("GPUCOMM_WAIT_TIMEOUT_MS=" << bad);
+    scoped_env const heap("GPUCOMM_HEAP_BYTES", "67108864");
+    scoped_env const env("GPUCOMM_WAIT_TIMEOUT_MS", !several || me == 1 ? bad : "20000");
+    CHECK_THAT(
+        error_of([&] { gpucomm::test::make_world(env_only); }),
+        Catch::Contains("GPUCOMM_WAIT_TIMEOUT_MS=") && Catch::Contains("is not a decimal count from 1 to 86400000"));
+  }
+  {
+    gpucomm::world_options negative;
+    negative.heap_bytes = std::size_t{64} << 20;
+    negative.wait_timeout = std::chrono::milliseconds(!several || me == 1 ? -1 : 0);
+    CHECK_THAT(error_of([&] { gpucomm::test::make_world(negative); }),
+               Catch::Contains("world_options::wait_timeout is -1 ms"));
+  }
   {
     // Good values are taken: leading zeros are decimal, not octal.
     scoped_env const heap("GPUCOMM_HEAP_BYTES", "067108864");
     scoped_env const teams("GPUCOMM_MAX_TEAMS", "5");
+    scoped_env const wait("GPUCOMM_WAIT_TIMEOUT_MS", "0300");
     auto w = gpucomm::test::make_world(env_only);
     CHECK(w->heap_capacity() >= (std::size_t{67108864} / 2));
     CHECK(w->heap_capacity() <= std::size_t{67108864} + (std::size_t{2} << 20));
     CHECK(w->max_teams() == 5);
+    CHECK(w->wait_timeout_ns() == 300'000'000);
   }
   if (several) {
     // Good values that differ between processes: the heaps and control blocks would not match.
@@ -311,6 +328,9 @@ TEST_CASE("environment variables with bad values are refused, naming the variabl
     scoped_env const same("GPUCOMM_HEAP_BYTES", "67108864");
     scoped_env const teams("GPUCOMM_MAX_TEAMS", me == 1 ? "40" : "32");
     CHECK_THAT(error_of([&] { gpucomm::test::make_world(env_only); }), Catch::Contains("the team limit differs"));
+    scoped_env const same_teams("GPUCOMM_MAX_TEAMS", "32");
+    scoped_env const wait("GPUCOMM_WAIT_TIMEOUT_MS", me == 1 ? "5000" : "20000");
+    CHECK_THAT(error_of([&] { gpucomm::test::make_world(env_only); }), Catch::Contains("the wait timeout differs"));
   }
   gpucomm::world_options huge;
   huge.heap_bytes = std::size_t{1} << 60;

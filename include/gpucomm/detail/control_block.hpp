@@ -3,8 +3,9 @@
 // layout at every PE, read by device code through comm and written at set-up by the world.
 // Layout (64-bit words):
 //   header, 8 words, written once by the host when the world is built, read by device code only
-//   for debug reports:
+//   in debug builds (reports and timeouts):
 //     [0] this PE   [1] npes   [2] max_teams   [3..5] this PE's shared-GPU team: start, stride, size
+//     [6] debug builds: how long a device-side wait may take, in ns (world_options::wait_timeout)
 //   then max_teams team slots of slot_words(npes) words each, slot s at 8 + s * slot_words:
 //     [0]      epoch: how many barriers this PE has entered on the team in slot s (local)
 //     [1..7]   unused: keeps the epoch on its own 64-byte line, away from the flags peers write
@@ -26,6 +27,7 @@ struct control_block_layout {
   static constexpr std::size_t header_npes = 1;
   static constexpr std::size_t header_max_teams = 2;
   static constexpr std::size_t header_gpu_team = 3;  // start, stride, size
+  static constexpr std::size_t header_wait_timeout = 6;
 
   static constexpr int world_slot = 0;
   static constexpr int node_slot = 1;

@@ -8,6 +8,7 @@
 
 #include "../group.cuh"
 #include "../ops.hpp"
+#include "../team.hpp"
 #include "spin.cuh"
 
 namespace gpucomm::detail {
@@ -22,24 +23,25 @@ __device__ inline signal_t wait_signal(signal_t* sig, cmp c, signal_t value, std
                                        Progress progress = {}) {
   cuda::atomic_ref<signal_t, cuda::thread_scope_system> word(*sig);
   signal_t seen = 0;
-  spin_until([&] { return compare(c, seen = word.load(cuda::memory_order_acquire), value); }, "wait_until", header,
-             progress);
+  spin_until([&] { return compare(c, seen = word.load(cuda::memory_order_acquire), value); },
+             {"wait_until", sig, cmp_name(c), value}, header, progress);
   return seen;
 }
 
-/// Epoch barrier, the waiting half: every thread of g takes a share of the team's `npes` arrival
-/// flags and waits until each reaches `epoch` (acquire: rank i's writes before it announced the
+/// Epoch barrier, the waiting half: every thread of g takes a share of team t's arrival flags and
+/// waits until each reaches `epoch` (acquire: rank i's writes before it announced the
 /// epoch are visible), then g syncs so every thread sees them all. Epochs only grow, so no flag is
 /// reset. `progress` (see spin_until) runs in every thread still waiting (at most npes threads
 /// wait; the leader may be done with its flags while another thread waits for one that needs it).
 template <group G, class Progress = no_progress>
-__device__ void wait_for_epochs(G const& g, std::uint64_t* flags, int npes, std::uint64_t epoch,
+__device__ void wait_for_epochs(G const& g, std::uint64_t* flags, team t, std::uint64_t epoch,
                                 std::uint64_t const* header = nullptr, Progress progress = {}) {
   unsigned const rank = group_rank(g);
   unsigned const size = group_size(g);
-  for (int pe = static_cast<int>(rank); pe < npes; pe += static_cast<int>(size)) {
-    cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> flag(flags[pe]);
-    spin_until([&] { return flag.load(cuda::memory_order_acquire) >= epoch; }, "barrier", header, progress);
+  for (int r = static_cast<int>(rank); r < t.size; r += static_cast<int>(size)) {
+    cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> flag(flags[r]);
+    spin_until([&] { return flag.load(cuda::memory_order_acquire) >= epoch; },
+               {"barrier", flags + r, ">=", epoch, t.pe_of(r)}, header, progress);
   }
   group_sync(g);
 }

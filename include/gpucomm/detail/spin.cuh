@@ -1,7 +1,9 @@
 #pragma once
 // Spin loops. Release builds spin until the condition holds. Debug builds (GPUCOMM_DEBUG) give up
-// after GPUCOMM_SPIN_TIMEOUT_NS of global time, print what was awaited and where, and trap, so a
-// lost signal ends the kernel with an error the host sees instead of hanging the GPU.
+// after the world's wait timeout (world_options::wait_timeout, GPUCOMM_WAIT_TIMEOUT_MS; where no
+// world is known, GPUCOMM_SPIN_TIMEOUT_NS) of global time, print which PE waited, in which
+// operation, on which word and for what, and trap: a lost signal or a peer that died ends the
+// kernel with an error the host sees from world::synchronize() instead of hanging the GPU.
 
 #include <cuda/ptx>
 
@@ -10,8 +12,10 @@
 
 #include "../config.hpp"
 
+#include "control_block.hpp"
+
 #ifndef GPUCOMM_SPIN_TIMEOUT_NS
-#define GPUCOMM_SPIN_TIMEOUT_NS 20000000000ull  // 20 s
+#define GPUCOMM_SPIN_TIMEOUT_NS 20000000000ull  // 20 s: waits that know no world (their header is null)
 #endif
 
 namespace gpucomm::detail {
@@ -28,9 +32,11 @@ __device__ GPUCOMM_FORCEINLINE std::uint64_t global_time_ns() {
 /// the usual reason a wait never ends when PEs share a GPU is a peer whose kernel is not resident.
 __device__ inline void report_shared_gpu(std::uint64_t const* header) {
   if (header == nullptr) return;
-  auto const pe = static_cast<long long>(header[0]);
-  auto const start = static_cast<long long>(header[3]), stride = static_cast<long long>(header[4]),
-             size = static_cast<long long>(header[5]);
+  using layout = control_block_layout;
+  auto const pe = static_cast<long long>(header[layout::header_pe]);
+  auto const start = static_cast<long long>(header[layout::header_gpu_team]),
+             stride = static_cast<long long>(header[layout::header_gpu_team + 1]),
+             size = static_cast<long long>(header[layout::header_gpu_team + 2]);
   if (size > 1) {
     printf(
         "gpucomm: PE %lld shares its GPU with PEs %lld..%lld (stride %lld): kernels of PEs that share a GPU and "
@@ -52,28 +58,79 @@ struct no_progress {
   __device__ void operator()() const noexcept {}
 };
 
-/// Spin until `done()` returns true. `what` names the wait in the debug report; `header`, when
-/// given, is the waiting PE's control-block header, so the report says which PEs share its GPU.
-/// `progress`, where active, is called every 1024 polls.
+/// What a wait says when it gives up (debug builds): the operation, and where it watches a word,
+/// the word, the condition that would end the wait (`until`, then `value`) and the PE expected to
+/// write it (-1: any, or not known). A name alone converts to one.
+struct wait_report {
+  char const* op;
+  std::uint64_t const* word = nullptr;
+  char const* until = ">=";
+  std::uint64_t value = 0;
+  int writer = -1;
+  __device__ wait_report(char const* op_name, std::uint64_t const* watched = nullptr,
+                         char const* condition = ">=", std::uint64_t target = 0, int written_by = -1)
+      : op(op_name), word(watched), until(condition), value(target), writer(written_by) {}
+};
+
+/// Debug builds: how long a wait on a PE with control-block header `header` may take, in
+/// nanoseconds: the world's setting, else GPUCOMM_SPIN_TIMEOUT_NS.
+__device__ GPUCOMM_FORCEINLINE std::uint64_t wait_timeout_ns(std::uint64_t const* header) {
+  std::uint64_t const set = header != nullptr ? header[control_block_layout::header_wait_timeout] : 0;
+  return set != 0 ? set : GPUCOMM_SPIN_TIMEOUT_NS;
+}
+
+/// Prints the report of a wait that gave up after `waited_ns` (one printf per line: lines of
+/// different threads do not mix), then which PEs share the GPU.
+__device__ inline void report_timeout(wait_report const& r, std::uint64_t const* header, std::uint64_t waited_ns) {
+  long long const pe = header != nullptr ? static_cast<long long>(header[control_block_layout::header_pe]) : -1;
+  auto const ms = static_cast<unsigned long long>(waited_ns / 1000000);
+  if (r.word == nullptr) {
+    printf("gpucomm: PE %lld: %s: still waiting after %llu ms (block %d,%d,%d thread %d,%d,%d); trapping\n", pe, r.op,
+           ms, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z);
+  } else {
+    // A volatile read: what the word holds now, whatever the wait's own loads saw.
+    auto const held = static_cast<unsigned long long>(*static_cast<std::uint64_t const volatile*>(r.word));
+    auto const value = static_cast<unsigned long long>(r.value);
+    if (r.writer >= 0) {
+      printf(
+          "gpucomm: PE %lld: %s: still waiting after %llu ms for the word at %p, written by PE %d, to become %s %llu "
+          "(it holds %llu) (block %d,%d,%d thread %d,%d,%d); trapping\n",
+          pe, r.op, ms, r.word, r.writer, r.until, value, held, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
+          threadIdx.y, threadIdx.z);
+    } else {
+      printf(
+          "gpucomm: PE %lld: %s: still waiting after %llu ms for the word at %p to become %s %llu (it holds %llu) "
+          "(block %d,%d,%d thread %d,%d,%d); trapping\n",
+          pe, r.op, ms, r.word, r.until, value, held, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y,
+          threadIdx.z);
+    }
+  }
+  report_shared_gpu(header);
+}
+
+/// Spin until `done()` returns true. `report` says what is awaited, in the debug report; `header`,
+/// when given, is the waiting PE's control-block header: the report names the PE and which PEs
+/// share its GPU, and the world's wait timeout applies. `progress`, where active, is called every
+/// 1024 polls.
 template <class Done, class Progress = no_progress>
-__device__ GPUCOMM_FORCEINLINE void spin_until(Done&& done, char const* what, std::uint64_t const* header = nullptr,
-                                               Progress progress = {}) {
+__device__ GPUCOMM_FORCEINLINE void spin_until(Done&& done, wait_report const& report,
+                                               std::uint64_t const* header = nullptr, Progress progress = {}) {
 #if GPUCOMM_DEBUG
   std::uint64_t const start = global_time_ns();
   for (unsigned polls = 1; !done(); ++polls) {
     if constexpr (Progress::active) {
       if ((polls & 1023u) == 0) progress();
     }
-    if ((polls & 1023u) == 0 && global_time_ns() - start > GPUCOMM_SPIN_TIMEOUT_NS) {
-      printf("gpucomm: %s still waiting after %llu ns (block %d,%d,%d thread %d,%d,%d); trapping\n", what,
-             static_cast<unsigned long long>(GPUCOMM_SPIN_TIMEOUT_NS), blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
-             threadIdx.y, threadIdx.z);
-      report_shared_gpu(header);
-      __trap();
+    if ((polls & 1023u) == 0) {
+      std::uint64_t const waited = global_time_ns() - start;
+      if (waited > wait_timeout_ns(header)) {
+        report_timeout(report, header, waited);
+        __trap();
+      }
     }
   }
 #else
-  (void)what;
+  (void)report;
   (void)header;
   if constexpr (Progress::active) {
     for (unsigned polls = 1; !done(); ++polls) {

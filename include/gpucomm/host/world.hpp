@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -74,6 +75,12 @@ struct world_options {
   /// state in the control block: 64 + 8 * npes bytes per PE, npes rounded up to a multiple of 8).
   /// 0: GPUCOMM_MAX_TEAMS if set, else 32.
   int max_teams = 0;
+  /// Debug builds (GPUCOMM_DEBUG): how long a device-side wait (wait_until, a barrier or a
+  /// collective waiting for a peer, a send queue or command ring waiting for room or completion)
+  /// may wait before it prints what it waited for (PE, operation, address) and traps; the host
+  /// then gets the failure from synchronize(). 0: GPUCOMM_WAIT_TIMEOUT_MS if set, else 20 s.
+  /// Release builds never give up (docs/reliability.md). The same on every process.
+  std::chrono::milliseconds wait_timeout{0};
   // A transport's own settings (IBGDAPost's NIC and QPs per peer) are that transport's options:
   // world::configure<Transport>(options) before its first use.
 };
@@ -434,13 +441,28 @@ class world {
 
   /// Wait for the work on every local PE's stream, then for what the transports still hold (a NIC's
   /// queued operations: IBGDAPost quiets every queue), so the host sees every effect of the
-  /// kernels. Throws if a kernel failed, or if a transport recorded a failed operation (an error
-  /// completion of IBGDAPost: PE, peer, operation, syndrome).
+  /// kernels. Throws if a kernel failed (naming every local PE whose stream failed, after waiting
+  /// for them all), or if a transport recorded a failed operation (an error completion of
+  /// IBGDAPost: PE, peer, operation, syndrome).
   void synchronize() const {
     detail::current_device_guard const keep;  // the caller's current device stays as it was
+    std::string failed;
+    int first = -1;
     for (auto const& [pe, s] : streams_) {
-      GPUCOMM_CUDA_CHECK(cudaSetDevice(device(pe)), pe);
-      GPUCOMM_CUDA_CHECK(cudaStreamSynchronize(s.get()), pe);
+      cudaError_t rc = cudaSetDevice(device(pe));
+      if (rc == cudaSuccess) rc = cudaStreamSynchronize(s.get());
+      if (rc == cudaSuccess) continue;
+      if (first < 0) first = pe;
+      failed += (failed.empty() ? "PE " : "; PE ") + std::to_string(pe) + ": " + cudaGetErrorName(rc) + " (" +
+                cudaGetErrorString(rc) + ")";
+    }
+    if (first >= 0) {
+      // The transports' own checks would wait on the failed GPUs: the kernels' failure comes first.
+      throw error("world::synchronize", first, "a kernel on the world's streams failed: " + failed,
+                  "a gpucomm check or a debug-build wait that gave up (world_options::wait_timeout) prints a "
+                  "\"gpucomm: ...\" line on standard output naming the PE, the operation and the address before it "
+                  "traps; a kernel's fault loses the CUDA context of its GPU, so no later CUDA call there can "
+                  "succeed: destroy the world and end the process (docs/reliability.md)");
     }
     for (auto const& check : sync_hooks_) check();
   }
@@ -462,6 +484,9 @@ class world {
   detail::any_bootstrap& bootstrap() { return boot_; }
   /// The options the world was built with.
   world_options const& options() const { return options_; }
+  /// Debug builds: how long a device-side wait may take, in nanoseconds (world_options::wait_timeout
+  /// or GPUCOMM_WAIT_TIMEOUT_MS, else 20 s). Transports bound their own waits with it.
+  std::uint64_t wait_timeout_ns() const { return wait_timeout_ns_; }
   /// Same on every process of the world; 0 in a single-process world. Names host-local sockets.
   std::uint64_t session_id() const { return heap_->session(); }
 
@@ -518,6 +543,7 @@ class world {
     detail::checked_on_every_rank(boot_, "world", [&] {
       bytes = heap_bytes_from(options);
       max_teams_ = max_teams_from(options);
+      wait_timeout_ns_ = wait_timeout_from(options);
     });
     detail::agree(boot_, bytes, "world", "the heap size", "give every process the same world_options::heap_bytes");
     for (auto const& l : locals_) {
@@ -529,6 +555,8 @@ class world {
       local_pe_ids_.push_back(l.pe);
     }
     detail::agree(boot_, max_teams_, "world", "the team limit", "give every process the same world_options::max_teams");
+    detail::agree(boot_, wait_timeout_ns_, "world", "the wait timeout",
+                  "give every process the same world_options::wait_timeout (or GPUCOMM_WAIT_TIMEOUT_MS)");
     auto allow = options.load_store_filter ? options.load_store_filter : [](int, int) { return true; };
     heap_ = std::make_unique<detail::symmetric_heap>(
         boot_, locals_, npes_, bytes, detail::control_block_layout::bytes(npes_, max_teams_), allow, hosts);
@@ -561,6 +589,26 @@ class world {
                   "give a count the control block can hold, e.g. 64");
     }
     return n;
+  }
+
+  /// The longest wait timeout: a day.
+  static constexpr std::uint64_t max_wait_timeout_ms = 86'400'000;
+
+  static std::uint64_t wait_timeout_from(world_options const& options) {
+    if (options.wait_timeout.count() < 0 ||
+        static_cast<std::uint64_t>(options.wait_timeout.count()) > max_wait_timeout_ms) {
+      throw error("world", -1,
+                  "world_options::wait_timeout is " + std::to_string(options.wait_timeout.count()) +
+                      " ms, outside 0 to a day (86400000 ms)",
+                  "give 0 (default: 20 s) or a positive number of milliseconds up to a day");
+    }
+    std::uint64_t const ms =
+        options.wait_timeout.count() != 0
+            ? static_cast<std::uint64_t>(options.wait_timeout.count())
+            : detail::env_count("GPUCOMM_WAIT_TIMEOUT_MS", 1, max_wait_timeout_ms, "world",
+                                "set it to a number of milliseconds in decimal digits, e.g. 5000, or unset it")
+                  .value_or(20'000);
+    return ms * 1'000'000;
   }
 
   /// The members (PEs q with member(q)) as a strided team in `slot`, or an empty team (size 0)
@@ -600,6 +648,7 @@ class world {
     header[cb::control_block_layout::header_gpu_team + 0] = static_cast<std::uint64_t>(gpu.start);
     header[cb::control_block_layout::header_gpu_team + 1] = static_cast<std::uint64_t>(gpu.stride);
     header[cb::control_block_layout::header_gpu_team + 2] = static_cast<std::uint64_t>(gpu.size);
+    header[cb::control_block_layout::header_wait_timeout] = wait_timeout_ns_;
     GPUCOMM_CUDA_CHECK(cudaSetDevice(device(pe)), pe);
     GPUCOMM_CUDA_CHECK(cudaMemcpy(heap_->slot(pe), header, sizeof(header), cudaMemcpyHostToDevice), pe);
   }
@@ -684,6 +733,7 @@ class world {
   std::vector<std::function<void()>> sync_hooks_;
   std::vector<std::function<void()>> free_hooks_;
   world_options options_;
+  std::uint64_t wait_timeout_ns_ = 20'000'000'000;
   // Expires when the world goes: a sym_array that outlives its world finds nothing left to free.
   std::shared_ptr<int const> lifetime_ = std::make_shared<int const>(0);
   template <class>

@@ -297,7 +297,7 @@ __device__ void barrier(comm<T> const& c, G const& g, team t) {
     sym_ptr<signal_t> const mine(w.flags + c.team_rank(t));
     for (int r = 0; r < t.size; ++r) T::signal(c, this_thread(), mine, epoch, signal_op::set, t.pe_of(r));
   }
-  detail::wait_for_epochs(g, w.flags, t.size, epoch, c.control_header(), detail::progress_while_waiting(c));
+  detail::wait_for_epochs(g, w.flags, t, epoch, c.control_header(), detail::progress_while_waiting(c));
   if constexpr (provides_progress<T>) {
     if (is_leader(g)) T::quiet(c, this_thread());
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../ops/common.cuh"
+#include "bad_key.cuh"
 
 using namespace gpucomm::test::ops;
 
@@ -140,15 +141,7 @@ std::string run_failure(bool corrupt_key) {
     sym_ptr<std::uint64_t> outside(
         reinterpret_cast<std::uint64_t*>(w->heap_layout().base + static_cast<std::size_t>(pe) * stride + stride - 16));
     if (corrupt_key) {
-      std::vector<gpucomm::detail::ibgda_peer> peers(static_cast<std::size_t>(npes));
-      GPUCOMM_TEST_CUDA(cudaMemcpy(peers.data(), state.peers, peers.size() * sizeof(peers[0]), cudaMemcpyDeviceToHost));
-      peers[static_cast<std::size_t>(target)].rkey_wire ^= 0x00700000u;
-      void* table = nullptr;
-      GPUCOMM_TEST_CUDA(cudaSetDevice(w->device(pe)));  // PE pe's kernel reads it
-      GPUCOMM_TEST_CUDA(cudaMalloc(&table, peers.size() * sizeof(peers[0])));
-      GPUCOMM_TEST_CUDA(cudaMemcpy(table, peers.data(), peers.size() * sizeof(peers[0]), cudaMemcpyHostToDevice));
-      tables.push_back(table);
-      state.peers = static_cast<gpucomm::detail::ibgda_peer const*>(table);
+      tables.push_back(gpucomm::test::corrupt_rkey(*w, pe, target, state));
       outside = data.ptr(pe);  // a good address: only the key is wrong
     }
     fail_args a{comm_t(pe, npes, w->team_states(pe), state), data.ptr(pe), outside, target, seen.ptr(pe).get()};

@@ -104,7 +104,7 @@ __device__ GPUCOMM_FORCEINLINE packet_unit<T> receive_unit(round_context const& 
             v = packet.load(cuda::memory_order_relaxed);
             return static_cast<std::uint32_t>(v >> 32) == stamp;
           },
-          "collective packets", x.header);
+          {"collective packets", at + p, "a stamp (high 32 bits) ==", stamp}, x.header);
     unit.words[p] = static_cast<std::uint32_t>(v);
   }
   return unit;

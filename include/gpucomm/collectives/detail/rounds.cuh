@@ -147,7 +147,8 @@ __device__ void wait_flags(G const& g, round_context const& x, std::uint64_t val
   for (int r = static_cast<int>(group_rank(g)); r < x.size; r += static_cast<int>(group_size(g))) {
     if (r == x.rank || !want(r)) continue;
     cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> flag(x.flags[r]);
-    spin_until([&] { return flag.load(cuda::memory_order_acquire) >= value; }, "collective", x.header);
+    spin_until([&] { return flag.load(cuda::memory_order_acquire) >= value; }, {"collective", x.flags + r, ">=", value},
+               x.header);
   }
   group_sync(g);
 }

@@ -229,7 +229,8 @@ class ibgda_host {
         q.sq.doorbell = doorbell;
         q.sq.counters = l.counters + i;
         q.sq.cq = vg::completion_queue{cqe, cq_dbrec, 0, vg::cq_mode::collapsed, cqn};
-        q.sq.scope = vg::nic_scope::system;  // rings and records in host memory
+        q.sq.scope = vg::nic_scope::system;           // rings and records in host memory
+        q.sq.timeout_ns = world_->wait_timeout_ns();  // debug builds: the world's bound on device waits
         l.host_queues.push_back(q);
       }
       locals_.push_back(std::move(l));

@@ -174,7 +174,7 @@ struct NVLinkStore {
             .store(epoch, cuda::memory_order_relaxed);
       }
     }
-    detail::wait_for_epochs(g, s.flags, t.size, epoch, c.control_header());
+    detail::wait_for_epochs(g, s.flags, t, epoch, c.control_header());
   }
 
 #endif  // __CUDACC__
