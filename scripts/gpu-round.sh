@@ -257,7 +257,7 @@ mpi_shared() {
 }
 # mpi_run N P SUITE: SUITE under mpirun with P processes on each of GPUs 0..N-1.
 mpi_run() {
-  local name cmd=("$build/tests/$3" --order decl "${test_spec}~[verbs]")
+  local name cmd=("$build/tests/$3" --order decl "${test_spec}~[verbs]~[failure]")
   name="${3#gpucomm_gpu_}-mpi-$(layout "$1" "$2")"
   export GPUCOMM_TEST_PES_PER_GPU=$2
   if [ "$2" -ge 2 ]; then mpi_shared "$name" $(($1 * $2)) "${cmd[@]}"

@@ -53,12 +53,15 @@ struct deadline {
 };
 
 /// Says when a wait that sees nothing happen should act again (ring a doorbell again, kick its
-/// transport): first after 50 us, then after twice as long each time, up to every 10 ms, so a slow
-/// peer or NIC is prodded a few times, not flooded. restart() begins again at 50 us (call it when
-/// something happened). The clock is read on the first call, not before.
+/// transport): first after `initial` (default 50 us), then after twice as long each time, up to
+/// every 10 ms, so a slow peer or NIC is prodded a few times, not flooded. restart() begins again
+/// at `initial` (call it when something happened). The clock is read on the first call, not before.
 struct patience_timer {
   static constexpr std::uint64_t first_ns = 50'000, max_ns = 10'000'000;
-  std::uint64_t since = 0, patience = first_ns;
+  std::uint64_t since = 0, initial = first_ns, patience = first_ns;
+
+  GPUCOMM_HD GPUCOMM_FORCEINLINE explicit patience_timer(std::uint64_t first = first_ns) noexcept
+      : initial(first), patience(first) {}
 
   GPUCOMM_HD GPUCOMM_FORCEINLINE bool due() noexcept {
     std::uint64_t const t = now_ns();
@@ -73,7 +76,7 @@ struct patience_timer {
   }
   GPUCOMM_HD GPUCOMM_FORCEINLINE void restart() noexcept {
     since = 0;
-    patience = first_ns;
+    patience = initial;
   }
 };
 

@@ -23,8 +23,9 @@
 // Lost doorbells: a doorbell is a posted MMIO store that nothing acknowledges, and the NIC model
 // drops some on purpose. A wait that sees no completion for a while rings again (after 50 us,
 // then twice as long each time up to 10 ms): waiting for space, the ticket holder repeats the
-// last ring (ring_again); waiting for a completion, the waiter posts a signalled NOP, whose
-// doorbell covers every WQE before it. A repeated ring costs the NIC nothing but a doorbell, and
+// last ring (ring_again); waiting for a completion, the waiter posts a signalled NOP (first after
+// 1 ms: a NOP overwrites the one CQE of a queue that has just failed), whose doorbell covers
+// every WQE before it. A repeated ring costs the NIC nothing but a doorbell, and
 // the NOP one WQEBB.
 //
 // Rules for callers: a batch is at most depth/2 WQEBBs; WQEs are at most max_wqe_wqebbs; a batch
@@ -79,6 +80,10 @@ struct stall_watch {
   gpucomm::detail::patience_timer timer;
   std::uint32_t rings = 0;  ///< rings again so far
 
+  GPUCOMM_HD GPUCOMM_FORCEINLINE explicit stall_watch(
+      std::uint64_t first_ns = gpucomm::detail::patience_timer::first_ns) noexcept
+      : timer(first_ns) {}
+
   GPUCOMM_HD GPUCOMM_FORCEINLINE bool stalled(std::uint64_t consumer) noexcept {
     if (consumer != seen) {
       seen = consumer;
@@ -103,6 +108,8 @@ struct send_queue {
   std::uint32_t ring_step = 32;                  ///< doorbell batching step in WQEBBs (deferred batches)
   nic_scope scope = nic_scope::system;           ///< where the NIC reads the ring and the doorbell record
   std::uint64_t timeout_ns = 20'000'000'000ull;  ///< debug-build bound of every wait (0: none)
+  /// How long wait_complete sees no completion before it posts a NOP to cover a lost doorbell.
+  static constexpr std::uint64_t nop_patience_ns = 1'000'000;
 
   GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint64_t depth() const noexcept { return 1ull << log_depth; }
   /// Slack kept free in the ring: `consumer` can trail the true end by up to a WQE's size.
@@ -210,7 +217,11 @@ struct send_queue {
   /// covers a lost one.
   GPUCOMM_HD inline status wait_complete(std::uint64_t index) const noexcept {
     detail::deadline const dl(timeout_ns);
-    detail::stall_watch watch;
+    // The first NOP only after 1 ms without a completion: the CQ keeps one CQE, and a NOP on a
+    // queue that has just failed would overwrite the error CQE (its syndrome: a bad key, an
+    // address out of bounds) with a flush error before this wait reads it. A NIC that answers at
+    // all answers well within that.
+    detail::stall_watch watch(nop_patience_ns);
     for (;;) {
       std::uint64_t const c = detail::dev_ref(counters->consumer).load(cuda::memory_order_acquire);
       if (c > index) return status::ok;
