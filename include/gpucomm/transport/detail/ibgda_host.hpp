@@ -77,6 +77,7 @@ class ibgda_host {
     s.lkey_wire = verbs_gpu::to_be32(l.heap_key.lkey);
     s.qps_per_peer = static_cast<std::uint32_t>(qps_per_peer_);
     s.results = l.results;
+    s.result_owners = l.result_owners;
     s.results_lkey_wire = verbs_gpu::to_be32(l.results_key.lkey);
     return s;
   }
@@ -137,8 +138,9 @@ class ibgda_host {
     verbs_gpu::qp_counters* counters = nullptr;
     verbs_gpu::send_queue* queues = nullptr;
     ibgda_peer* peers = nullptr;
-    std::uint64_t* results = nullptr;
-    std::vector<queue_host> host_queues;  // [peer * qps_per_peer + k]
+    std::uint64_t* results = nullptr;        // result slots, discard word, owner words: one allocation
+    std::uint64_t* result_owners = nullptr;  // inside it
+    std::vector<queue_host> host_queues;     // [peer * qps_per_peer + k]
   };
 
   static int qps_per_peer_from(int option, int pe) {
@@ -199,10 +201,15 @@ class ibgda_host {
       GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), pe);
       l.pd = nic_->alloc_pd();
       l.heap_key = nic_->register_memory(l.pd, l.slot, w.heap_layout().stride, vm::all_access, nullptr, l.device);
-      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.results), (nq << log_depth) * sizeof(std::uint64_t)),
+      // One allocation: the result slots and the discard word (what the NIC writes), then the
+      // slots' owner words (what only the GPU touches), all free.
+      std::size_t const slots = nq << log_depth;
+      std::size_t const result_bytes = (slots + 1) * sizeof(std::uint64_t);
+      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.results), result_bytes + slots * sizeof(std::uint64_t)),
                          pe);
-      l.results_key = nic_->register_memory(l.pd, l.results, (nq << log_depth) * sizeof(std::uint64_t), vm::local_write,
-                                            nullptr, l.device);
+      GPUCOMM_CUDA_CHECK(cudaMemset(l.results, 0, result_bytes + slots * sizeof(std::uint64_t)), pe);
+      l.result_owners = l.results + slots + 1;
+      l.results_key = nic_->register_memory(l.pd, l.results, result_bytes, vm::local_write, nullptr, l.device);
       GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.counters), nq * sizeof(vg::qp_counters)), pe);
       GPUCOMM_CUDA_CHECK(cudaMemset(l.counters, 0, nq * sizeof(vg::qp_counters)), pe);
       std::size_t const bytes = nq * (ring_bytes + control_bytes);

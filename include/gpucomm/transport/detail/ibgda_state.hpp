@@ -27,7 +27,11 @@ struct ibgda_state {
   std::uint64_t local_bytes = 0;                  ///< its size
   std::uint32_t lkey_wire = 0;                    ///< lkey of the local heap, wire order
   std::uint32_t qps_per_peer = 1;
-  std::uint64_t* results = nullptr;  ///< result slots: queue i, WQEBB j at [(i << log_depth) + j]
+  /// Result slots of fetching atomics: queue i, WQEBB j at [(i << log_depth) + j]; then one word
+  /// where the NIC drops the old values of non-fetching atomics and signals.
+  std::uint64_t* results = nullptr;
+  /// Beside each result slot: the index + 1 of the WQE whose result it holds until read, 0 when free.
+  std::uint64_t* result_owners = nullptr;
   std::uint32_t results_lkey_wire = 0;
   std::uint32_t reserved = 0;
 };

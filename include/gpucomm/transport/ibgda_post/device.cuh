@@ -33,7 +33,9 @@
 //                  through masked atomics (and / or: masked swap of the bits to clear or set; xor:
 //                  masked add with every carry cut; swap and set: masked swap of every bit; fetch:
 //                  add 0). Fetching forms wait for the completion and read the old value from a
-//                  per-WQE result slot. No float add: mlx5 has none (a compile error).
+//                  per-WQE result slot, which stays theirs until read (the WQE one ring later that
+//                  lands on the same slot waits); the others, and signals, leave the old value in
+//                  a discard word. No float add: mlx5 has none (a compile error).
 //   fence          a NOP with the fence bit on each of the group's QPs that has work in flight:
 //                  later WQEs on that QP start after everything before it completed.
 //   quiet          each of the group's QPs with work in flight gets a signalled NOP, and the group
@@ -168,7 +170,9 @@ struct IBGDAPost {
     constexpr bool fetching = Op != atomic_op::add && Op != atomic_op::set;
     // What the NIC does for each op: detail/nic_atomics.cuh.
     auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) -> std::uint32_t {
-      return detail::build_nic_atomic<U>(Op, s, result_slot(c, q, s.index, sizeof(T)), to, v, cmpv);
+      verbs_gpu::local_buf const result =
+          fetching ? claim_result_slot(c, q, s.index, sizeof(T)) : discard_slot(c, sizeof(T));
+      return detail::build_nic_atomic<U>(Op, s, result, to, v, cmpv);
     };
     constexpr std::uint32_t wqebbs = detail::nic_atomic_wqebbs(Op, sizeof(T));
     std::uint64_t index = 0;
@@ -179,8 +183,10 @@ struct IBGDAPost {
     if constexpr (!fetching) {
       return T{};
     } else {
-      if (!finish(q, index, "atomic")) return T{};
-      return cuda::std::bit_cast<T>(read_result<U>(c, q, index));
+      bool const completed = finish(q, index, "atomic");
+      U const result = completed ? read_result<U>(c, q, index) : U{};
+      release_result_slot(c, q, index);
+      return cuda::std::bit_cast<T>(result);
     }
   }
 
@@ -284,32 +290,60 @@ struct IBGDAPost {
     return {static_cast<std::uint64_t>(addr), 0, s.lkey_wire, true};
   }
 
-  /// Result slot of the WQE at `index` of queue q (8 bytes per WQEBB of the ring).
-  __device__ static verbs_gpu::local_buf result_slot(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q,
-                                                     std::uint64_t index, std::uint32_t bytes) {
+  /// Where queue q's WQE at `index` has its result slot and owner word (one per WQEBB of the ring).
+  __device__ static std::size_t result_index(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q,
+                                             std::uint64_t index) {
+    auto const queue_index = static_cast<std::size_t>(&q - c.state().queues);
+    return (queue_index << q.log_depth) + static_cast<std::size_t>(index & (q.depth() - 1));
+  }
+
+  __device__ static cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device> result_owner(
+      comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q, std::uint64_t index) {
+    return cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(
+        c.state().result_owners[result_index(c, q, index)]);
+  }
+
+  /// The result slot of the fetching atomic whose WQE is at `index`, taken for it. The WQE one ring
+  /// earlier that used the slot completed before this one could be reserved, but its thread may
+  /// not have read the value yet: wait until it released the slot.
+  __device__ static verbs_gpu::local_buf claim_result_slot(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q,
+                                                           std::uint64_t index, std::uint32_t bytes) {
+    auto owner = result_owner(c, q, index);
+    // Acquire, pairing with release_result_slot's release: the earlier owner's read of the slot
+    // happens before this WQE is posted, so before the NIC writes the slot again.
+    detail::spin_until([&] { return owner.load(cuda::memory_order_acquire) == 0; },
+                       {"atomic (waiting for the result slot's earlier owner to read it)",
+                        &c.state().result_owners[result_index(c, q, index)], "==", 0},
+                       c.control_header());
+    owner.store(index + 1, cuda::memory_order_relaxed);  // only this thread writes it until released
+    return {reinterpret_cast<std::uint64_t>(c.state().results + result_index(c, q, index)), bytes,
+            c.state().results_lkey_wire, true};
+  }
+
+  /// The word that takes the old value of a non-fetching atomic or a signal, never read.
+  __device__ static verbs_gpu::local_buf discard_slot(comm<IBGDAPost> const& c, std::uint32_t bytes) {
     device_state const& s = c.state();
-    auto const queue_index = static_cast<std::size_t>(&q - s.queues);
-    std::uint64_t* slot = s.results + (queue_index << q.log_depth) + (index & (q.depth() - 1));
-    return {reinterpret_cast<std::uint64_t>(slot), bytes, s.results_lkey_wire, true};
+    std::size_t const slots = static_cast<std::size_t>(c.npes()) * s.qps_per_peer << s.queues[0].log_depth;
+    return {reinterpret_cast<std::uint64_t>(s.results + slots), bytes, s.results_lkey_wire, true};
   }
 
   template <class U>
   __device__ static U read_result(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q, std::uint64_t index) {
-    auto* slot = reinterpret_cast<U*>(result_slot(c, q, index, sizeof(U)).addr);
     // Relaxed at system scope: the NIC wrote it before the CQE that finish() acquired.
-    U const raw = cuda::atomic_ref<U, cuda::thread_scope_system>(*slot).load(cuda::memory_order_relaxed);
-#if GPUCOMM_DEBUG
-    // The slot is reused by the WQE one ring later; finding that reserved already means the value
-    // may be someone else's (the ring went round while this thread read).
-    if (cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(q.counters->reserved)
-            .load(cuda::memory_order_relaxed) >= index + q.depth()) {
-      detail::device_misuse("atomic", "the result slot was reused before it was read (ring too small)");
-    }
-#endif
+    U const raw = cuda::atomic_ref<U, cuda::thread_scope_system>(
+                      *reinterpret_cast<U*>(c.state().results + result_index(c, q, index)))
+                      .load(cuda::memory_order_relaxed);
     if constexpr (sizeof(U) == 4)
       return verbs_gpu::fetched32(raw);
     else
       return raw;
+  }
+
+  /// Hands the slot on (also when the atomic failed: a later WQE waits for it).
+  __device__ static void release_result_slot(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q,
+                                             std::uint64_t index) {
+    // Release: orders read_result's load before the next owner's claim (claim_result_slot).
+    result_owner(c, q, index).store(0, cuda::memory_order_release);
   }
 
   /// Whether a post went through; an error CQE is already recorded (the host reports it), a
@@ -386,7 +420,7 @@ struct IBGDAPost {
     auto post_as = [&](auto op_constant) {
       constexpr signal_op k = decltype(op_constant)::value;
       auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) {
-        return detail::build_nic_signal(k, s, result_slot(c, q, s.index, 8), to, value);
+        return detail::build_nic_signal(k, s, discard_slot(c, 8), to, value);
       };
       return posted(q.post(verbs_gpu::detail::one_thread{}, detail::nic_signal_wqebbs(k), 1, build,
                            verbs_gpu::post_flags::fence, last),
