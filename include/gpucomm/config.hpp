@@ -13,11 +13,15 @@
 #define GPUCOMM_HD __host__ __device__
 #define GPUCOMM_DEVICE __device__
 #define GPUCOMM_FORCEINLINE __forceinline__
+#define GPUCOMM_NOINLINE __noinline__
 #else
 #define GPUCOMM_HD
 #define GPUCOMM_DEVICE
 #define GPUCOMM_FORCEINLINE inline
+#define GPUCOMM_NOINLINE __attribute__((noinline))
 #endif
+// GPUCOMM_NOINLINE marks the slow half of an operation (a wait loop, an error report): one copy per
+// translation unit instead of one per call site keeps the hot paths short and the compile time low.
 
 // Debug builds (GPUCOMM_DEBUG=1, the default unless NDEBUG is defined) bound every spin loop and check
 // PE indices on the device; release builds spin without a bound and trust their arguments.

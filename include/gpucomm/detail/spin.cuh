@@ -80,8 +80,10 @@ __device__ GPUCOMM_FORCEINLINE std::uint64_t wait_timeout_ns(std::uint64_t const
 }
 
 /// Prints the report of a wait that gave up after `waited_ns` (one printf per line: lines of
-/// different threads do not mix), then which PEs share the GPU.
-__device__ inline void report_timeout(wait_report const& r, std::uint64_t const* header, std::uint64_t waited_ns) {
+/// different threads do not mix), then which PEs share the GPU. Out of line: one copy per
+/// translation unit, not one per wait.
+__device__ inline GPUCOMM_NOINLINE void report_timeout(wait_report const& r, std::uint64_t const* header,
+                                                       std::uint64_t waited_ns) {
   long long const pe = header != nullptr ? static_cast<long long>(header[control_block_layout::header_pe]) : -1;
   auto const ms = static_cast<unsigned long long>(waited_ns / 1000000);
   if (r.word == nullptr) {

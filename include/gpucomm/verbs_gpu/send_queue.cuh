@@ -165,10 +165,21 @@ struct send_queue {
     detail::store_doorbell(doorbell, make_doorbell(end, qpn, static_cast<std::uint8_t>(1 + attempt % 63)));
   }
 
-  /// Step 2: waits until WQEBBs [base, base + n) may be written. Polls the CQ while waiting; if
-  /// this batch is next in line and earlier deferred batches are unannounced, rings for them so
-  /// their completions can come, and rings again when nothing completes for a while.
-  GPUCOMM_HD inline status wait_for_space(std::uint64_t base, std::uint32_t n) const noexcept {
+  /// Whether WQEBBs [base, base + n) may be written now.
+  GPUCOMM_HD GPUCOMM_FORCEINLINE bool has_space(std::uint64_t base, std::uint32_t n) const noexcept {
+    // Acquire: pairs with the poller's release of consumer; the completed WQEs' slots are free.
+    return base + n + slack <= detail::dev_ref(counters->consumer).load(cuda::memory_order_acquire) + depth();
+  }
+
+  /// Step 2: waits until WQEBBs [base, base + n) may be written (see wait_for_space_slowly).
+  GPUCOMM_HD GPUCOMM_FORCEINLINE status wait_for_space(std::uint64_t base, std::uint32_t n) const noexcept {
+    return has_space(base, n) ? status::ok : wait_for_space_slowly(base, n);
+  }
+
+  /// Polls the CQ until the space is there; if this batch is next in line and earlier deferred
+  /// batches are unannounced, rings for them so their completions can come, and rings again when
+  /// nothing completes for a while.
+  GPUCOMM_HD GPUCOMM_NOINLINE status wait_for_space_slowly(std::uint64_t base, std::uint32_t n) const noexcept {
     detail::deadline const dl(timeout_ns);
     detail::stall_watch watch;
     for (;;) {
@@ -176,9 +187,9 @@ struct send_queue {
       std::uint64_t const c = detail::dev_ref(counters->consumer).load(cuda::memory_order_acquire);
       if (base + n + slack <= c + depth()) return status::ok;
       if (has_error()) return status::error;
-      // Acquire: the previous ticket holder's producer update and WQE publication happen before.
-      // With ready == base this thread holds the ticket: no one else rings until it publishes.
-      if (detail::dev_ref(counters->ready).load(cuda::memory_order_acquire) == base) {
+      // Holding the ticket, no one else rings until this thread publishes; the previous holder's
+      // producer update and WQE publication happen before (holds_ticket acquires).
+      if (holds_ticket(base)) {
         if (detail::dev_ref(counters->producer).load(cuda::memory_order_relaxed) < base) {
           ring_doorbell(base);
         } else if (watch.stalled(c)) {
@@ -193,14 +204,10 @@ struct send_queue {
 
   /// Step 4: publishes [base, base + n) in reservation order and rings per the policy. Called by
   /// one thread after every thread of the group wrote its WQEs and the group synced.
-  GPUCOMM_HD inline status publish(std::uint64_t base, std::uint32_t n, bool ring_now) const noexcept {
-    detail::deadline const dl(timeout_ns);
-    // Acquire: pairs with the previous holder's release store of ready; its WQEs, producer update
-    // and doorbell happen before whatever this holder does with the ticket.
-    while (detail::dev_ref(counters->ready).load(cuda::memory_order_acquire) != base) {
-      if (has_error()) return status::error;
-      if (dl.expired()) return status::timeout;
-      detail::spin_pause();
+  GPUCOMM_HD GPUCOMM_FORCEINLINE status publish(std::uint64_t base, std::uint32_t n, bool ring_now) const noexcept {
+    if (!holds_ticket(base)) {
+      status const st = wait_for_ticket(base);
+      if (st != status::ok) return st;
     }
     std::uint64_t const end = base + n;
     if (ring_now || end - detail::dev_ref(counters->producer).load(cuda::memory_order_relaxed) >= ring_step) {
@@ -212,10 +219,27 @@ struct send_queue {
     return status::ok;
   }
 
+  /// Whether the batch starting at `base` is next to publish (its publisher holds the ticket).
+  GPUCOMM_HD GPUCOMM_FORCEINLINE bool holds_ticket(std::uint64_t base) const noexcept {
+    // Acquire: pairs with the previous holder's release store of ready; its WQEs, producer update
+    // and doorbell happen before whatever this holder does with the ticket.
+    return detail::dev_ref(counters->ready).load(cuda::memory_order_acquire) == base;
+  }
+
+  GPUCOMM_HD GPUCOMM_NOINLINE status wait_for_ticket(std::uint64_t base) const noexcept {
+    detail::deadline const dl(timeout_ns);
+    while (!holds_ticket(base)) {
+      if (has_error()) return status::error;
+      if (dl.expired()) return status::timeout;
+      detail::spin_pause();
+    }
+    return status::ok;
+  }
+
   /// Waits until the WQE starting at `index` has completed (a signaled WQE at or after it must
   /// have been rung). When nothing completes for a while, posts a signalled NOP, whose doorbell
   /// covers a lost one.
-  GPUCOMM_HD inline status wait_complete(std::uint64_t index) const noexcept {
+  GPUCOMM_HD GPUCOMM_NOINLINE status wait_complete(std::uint64_t index) const noexcept {
     detail::deadline const dl(timeout_ns);
     // The first NOP only after 1 ms without a completion: the CQ keeps one CQE, and a NOP on a
     // queue that has just failed would overwrite the error CQE (its syndrome: a bad key, an

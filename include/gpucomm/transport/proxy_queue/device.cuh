@@ -328,28 +328,37 @@ struct ProxyQueue {
   /// Posts `cmd` into this PE's ring (the leader alone); returns its ticket.
   __device__ static std::uint64_t post(comm<ProxyQueue> const& c, proxy_queue::command const& cmd, char const* op) {
     std::uint64_t ticket = 0;
-    if (c.state().ring.post(cmd, ticket) != proxy_queue::ring_status::ok) {
-      printf(
-          "gpucomm: ProxyQueue %s: PE %d's command ring has had no free slot for %llu ns (ticket %llu, %llu "
-          "slots): is the world, and so its proxy, still alive? (block %d thread %d); trapping\n",
-          op, c.my_pe(), static_cast<unsigned long long>(c.state().ring.timeout_ns),
-          static_cast<unsigned long long>(ticket), static_cast<unsigned long long>(c.state().ring.depth()), blockIdx.x,
-          threadIdx.x);
-      __trap();
-    }
+    if (c.state().ring.post(cmd, ticket) != proxy_queue::ring_status::ok) report_ring_full(c, ticket, op);
     return ticket;
+  }
+
+  // The reports are out of line: one copy per translation unit, not one per call site.
+  [[noreturn]] __device__ static GPUCOMM_NOINLINE void report_ring_full(comm<ProxyQueue> const& c, std::uint64_t ticket,
+                                                                        char const* op) {
+    printf(
+        "gpucomm: ProxyQueue %s: PE %d's command ring has had no free slot for %llu ns (ticket %llu, %llu "
+        "slots): is the world, and so its proxy, still alive? (block %d thread %d); trapping\n",
+        op, c.my_pe(), static_cast<unsigned long long>(c.state().ring.timeout_ns),
+        static_cast<unsigned long long>(ticket), static_cast<unsigned long long>(c.state().ring.depth()), blockIdx.x,
+        threadIdx.x);
+    __trap();
+    __builtin_unreachable();
+  }
+
+  [[noreturn]] __device__ static GPUCOMM_NOINLINE void report_incomplete(comm<ProxyQueue> const& c,
+                                                                         std::uint64_t ticket, char const* op) {
+    printf(
+        "gpucomm: ProxyQueue %s: PE %d's command %llu is not complete after %llu ns: is the world, and so its "
+        "proxy, still alive? (block %d thread %d); trapping\n",
+        op, c.my_pe(), static_cast<unsigned long long>(ticket),
+        static_cast<unsigned long long>(c.state().ring.timeout_ns), blockIdx.x, threadIdx.x);
+    __trap();
+    __builtin_unreachable();
   }
 
   /// Waits until the command with `ticket` and every earlier one of this PE are complete.
   __device__ static void wait(comm<ProxyQueue> const& c, std::uint64_t ticket, char const* op) {
-    if (c.state().ring.wait_complete(ticket) != proxy_queue::ring_status::ok) {
-      printf(
-          "gpucomm: ProxyQueue %s: PE %d's command %llu is not complete after %llu ns: is the world, and so its "
-          "proxy, still alive? (block %d thread %d); trapping\n",
-          op, c.my_pe(), static_cast<unsigned long long>(ticket),
-          static_cast<unsigned long long>(c.state().ring.timeout_ns), blockIdx.x, threadIdx.x);
-      __trap();
-    }
+    if (c.state().ring.wait_complete(ticket) != proxy_queue::ring_status::ok) report_incomplete(c, ticket, op);
   }
 
   /// g syncs; the leader waits until every command posted on this PE before is complete.
