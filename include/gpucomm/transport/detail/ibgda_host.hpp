@@ -30,6 +30,7 @@
 #include "../../verbs_gpu/model/nic_model.hpp"
 #include "../../verbs_gpu/send_queue.cuh"
 #include "../ibgda_post/options.hpp"
+#include "env_settings.hpp"
 #include "ibgda_state.hpp"
 #include "model_mesh.hpp"
 #include "nic_select.hpp"
@@ -142,22 +143,6 @@ class ibgda_host {
     std::uint64_t* result_owners = nullptr;  // inside it
     std::vector<queue_host> host_queues;     // [peer * qps_per_peer + k]
   };
-
-  static int qps_per_peer_from(int option, int pe) {
-    if (option > 0) return option;
-    if (option < 0)
-      throw error("IBGDAPost", pe, "ibgda_options::qps_per_peer is negative", "give 0 (default) or a count >= 1");
-    if (char const* env = std::getenv("GPUCOMM_QPS_PER_PEER")) {
-      char* end = nullptr;
-      long const v = std::strtol(env, &end, 10);
-      if (end == env || *end != '\0' || v < 1 || v > 64) {
-        throw error("IBGDAPost", pe, std::string("GPUCOMM_QPS_PER_PEER=") + env + " is not a count from 1 to 64",
-                    "set it to the number of RC QPs per peer, e.g. 2");
-      }
-      return static_cast<int>(v);
-    }
-    return 2;
-  }
 
   [[noreturn]] static void refuse_hardware(world& w, int pe) {
     char bus[32] = {};

@@ -31,6 +31,7 @@
 #include "command_ring.cuh"
 #include "detail/copy_engine.hpp"
 #include "../../verbs_gpu/model/nic_model.hpp"
+#include "../detail/env_settings.hpp"
 #include "../detail/model_mesh.hpp"
 #include "../detail/nic_select.hpp"
 #include "detail/failures.hpp"
@@ -45,10 +46,10 @@ class proxy_queue_host {
  public:
   proxy_queue_host(world& w, proxy_options const& options) : world_(&w) {
     int const first = w.local_pes().front();
-    log_depth_ = log_depth_from(options.log_depth, first);
-    int const cpu = cpu_from(options.cpu, first);
-    proxy_threads const threads = threads_from(options.threads, first);
-    paths_ = choose_paths(w, backends_from(options.backends, first));
+    log_depth_ = proxy_log_depth_from(options.log_depth, first);
+    int const cpu = proxy_cpu_from(options.cpu, first);
+    proxy_threads const threads = proxy_threads_from(options.threads, first);
+    paths_ = choose_paths(w, proxy_backends_from(options.backends, first));
     for (int pe : w.local_pes()) locals_.push_back(make_local(pe));
     if (!paths_.empty()) set_up_nic(options, first);
     if (threads == proxy_threads::per_pe) {
@@ -294,30 +295,13 @@ class proxy_queue_host {
                 "hosts use IBGDAPost; peers on this host with peer access need no NIC (proxy_backends::by_reach)");
   }
 
-  static proxy_backends backends_from(proxy_backends option, int pe) {
-    if (option != proxy_backends::automatic) return option;
-    char const* env = std::getenv("GPUCOMM_PROXY_BACKENDS");
-    if (env == nullptr) return proxy_backends::by_reach;
-    std::string const v = env;
-    if (v == "by_reach") return proxy_backends::by_reach;
-    if (v == "nic") return proxy_backends::nic;
-    throw error("ProxyQueue", pe, "GPUCOMM_PROXY_BACKENDS=" + v + " is not a backend choice",
-                "set it to by_reach or nic, or leave it unset");
-  }
-
   /// Whether every local PE can have a stream per peer without the proxy's streams and the world's
   /// outnumbering the GPU's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, which the world sets to
   /// 32 unless the program set it; CUDA's default is 8). Beyond that, streams share queues and a
   /// copy may wait behind a kernel that waits for it; one stream per PE keeps the count low.
   /// GPUCOMM_PROXY_STREAMS=per_pe or per_peer overrides the choice (the tests run both).
   bool stream_per_peer() const {
-    if (char const* forced = std::getenv("GPUCOMM_PROXY_STREAMS")) {
-      std::string const v = forced;
-      if (v == "per_pe") return false;
-      if (v == "per_peer") return true;
-      throw error("ProxyQueue", world_->local_pes().front(), "GPUCOMM_PROXY_STREAMS=" + v + " is not a stream mode",
-                  "set it to per_peer or per_pe, or leave it unset");
-    }
+    if (auto const forced = proxy_stream_per_peer_forced(world_->local_pes().front())) return *forced;
     long connections = 8;
     if (char const* env = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) {
       char* end = nullptr;
@@ -365,47 +349,6 @@ class proxy_queue_host {
            (f.peer >= 0 ? " to PE " + std::to_string(f.peer) : std::string(" to its peers")) + " (ticket " +
            std::to_string(f.ticket) + ") failed: " + f.what +
            (count > 1 ? " (" + std::to_string(count - 1) + " more failed commands)" : "");
-  }
-
-  static unsigned log_depth_from(unsigned option, int pe) {
-    unsigned v = option;
-    char const* env = std::getenv("GPUCOMM_PROXY_LOG_DEPTH");
-    if (v == 0 && env != nullptr) {
-      char* end = nullptr;
-      v = static_cast<unsigned>(std::strtoul(env, &end, 10));
-      if (end == env || *end != '\0') v = 99;
-    }
-    if (v == 0) v = 10;
-    if (v > 20) {
-      throw error("ProxyQueue", pe,
-                  "the ring's log2 depth is " + (option != 0 ? std::to_string(option) : std::string(env)) +
-                      " (proxy_options::log_depth or GPUCOMM_PROXY_LOG_DEPTH)",
-                  "give 1 to 20 (2 to 1,048,576 commands of 64 bytes), or 0 for the default 10");
-    }
-    return v;
-  }
-
-  static int cpu_from(int option, int pe) {
-    if (option >= 0) return option;
-    char const* env = std::getenv("GPUCOMM_PROXY_CPU");
-    if (env == nullptr) return -1;
-    char* end = nullptr;
-    long const v = std::strtol(env, &end, 10);
-    if (end == env || *end != '\0' || v < -1 || v > 1 << 16)
-      throw error("ProxyQueue", pe, std::string("GPUCOMM_PROXY_CPU=") + env + " is not a CPU number",
-                  "set it to the CPU the proxy thread should run on, or -1 for none");
-    return static_cast<int>(v);
-  }
-
-  static proxy_threads threads_from(proxy_threads option, int pe) {
-    if (option != proxy_threads::automatic) return option;
-    char const* env = std::getenv("GPUCOMM_PROXY_THREADS");
-    if (env == nullptr) return proxy_threads::per_pe;
-    std::string const v = env;
-    if (v == "per_process") return proxy_threads::per_process;
-    if (v == "per_pe") return proxy_threads::per_pe;
-    throw error("ProxyQueue", pe, "GPUCOMM_PROXY_THREADS=" + v + " is not a thread mode",
-                "set it to per_process or per_pe");
   }
 
   world* world_;

@@ -1,0 +1,77 @@
+#pragma once
+// The transports' settings that an option or an environment variable gives, read strictly
+// (host/detail/env_count.hpp): an option that is set wins; a bad value of either throws a
+// gpucomm::error naming it. Host only, apart from the transports so that host tests reach them.
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "../../error.hpp"
+#include "../../host/detail/env_count.hpp"
+#include "../proxy_queue/options.hpp"
+
+namespace gpucomm::detail {
+
+/// IBGDAPost's RC QPs per peer: ibgda_options::qps_per_peer when > 0, else GPUCOMM_QPS_PER_PEER
+/// (1 to 64), else 2.
+inline int qps_per_peer_from(int option, int pe) {
+  if (option > 0) return option;
+  if (option < 0)
+    throw error("IBGDAPost", pe, "ibgda_options::qps_per_peer is negative", "give 0 (default) or a count >= 1");
+  auto const env =
+      env_count("GPUCOMM_QPS_PER_PEER", 1, 64, "IBGDAPost", "set it to the number of RC QPs per peer, e.g. 2", pe);
+  return env ? static_cast<int>(*env) : 2;
+}
+
+/// log2 of ProxyQueue's ring depth: proxy_options::log_depth when not 0, else
+/// GPUCOMM_PROXY_LOG_DEPTH, else 10; 1 to 20 either way.
+inline unsigned proxy_log_depth_from(unsigned option, int pe) {
+  constexpr char const* hint = "give 1 to 20 (2 to 1,048,576 commands of 64 bytes), or leave it unset for 10";
+  if (option > 20) {
+    throw error("ProxyQueue", pe, "proxy_options::log_depth is " + std::to_string(option) + ", above 20",
+                "give 1 to 20, or 0 for the environment variable or the default 10");
+  }
+  if (option != 0) return option;
+  auto const env = env_count("GPUCOMM_PROXY_LOG_DEPTH", 1, 20, "ProxyQueue", hint, pe);
+  return env ? static_cast<unsigned>(*env) : 10u;
+}
+
+/// The CPU ProxyQueue's threads are pinned to: proxy_options::cpu when >= 0, else
+/// GPUCOMM_PROXY_CPU (a CPU number up to 65536, or -1 for none), else -1 (no pinning).
+inline int proxy_cpu_from(int option, int pe) {
+  if (option >= 0) return option;
+  if (char const* text = std::getenv("GPUCOMM_PROXY_CPU"); text != nullptr && std::string_view(text) == "-1") return -1;
+  auto const cpu = env_count("GPUCOMM_PROXY_CPU", 0, 1 << 16, "ProxyQueue",
+                             "set it to the CPU the proxy threads should run on, or -1 for none", pe);
+  return cpu ? static_cast<int>(*cpu) : -1;
+}
+
+/// ProxyQueue's backends: the option unless automatic, else GPUCOMM_PROXY_BACKENDS (by_reach or
+/// nic), else by_reach.
+inline proxy_backends proxy_backends_from(proxy_backends option, int pe) {
+  if (option != proxy_backends::automatic) return option;
+  auto const i = env_word("GPUCOMM_PROXY_BACKENDS", {"by_reach", "nic"}, "ProxyQueue", pe,
+                          "set it to by_reach or nic, or leave it unset");
+  return !i || *i == 0 ? proxy_backends::by_reach : proxy_backends::nic;
+}
+
+/// ProxyQueue's threads: the option unless automatic, else GPUCOMM_PROXY_THREADS (per_process or
+/// per_pe), else per_pe.
+inline proxy_threads proxy_threads_from(proxy_threads option, int pe) {
+  if (option != proxy_threads::automatic) return option;
+  auto const i = env_word("GPUCOMM_PROXY_THREADS", {"per_process", "per_pe"}, "ProxyQueue", pe,
+                          "set it to per_process or per_pe, or leave it unset");
+  return i && *i == 0 ? proxy_threads::per_process : proxy_threads::per_pe;
+}
+
+/// GPUCOMM_PROXY_STREAMS: per_pe (false), per_peer (true), or unset (nothing: ProxyQueue decides).
+inline std::optional<bool> proxy_stream_per_peer_forced(int pe) {
+  auto const i = env_word("GPUCOMM_PROXY_STREAMS", {"per_pe", "per_peer"}, "ProxyQueue", pe,
+                          "set it to per_pe or per_peer, or leave it unset");
+  if (!i) return std::nullopt;
+  return *i == 1;
+}
+
+}  // namespace gpucomm::detail
