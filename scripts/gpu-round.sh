@@ -295,14 +295,15 @@ if has_step tests; then
       done
       # ProxyQueue with one stream per PE for all its peers, the proxy's choice where per-peer
       # streams would outnumber the GPU's hardware queues (never the case at these PE counts).
-      if [ "$suite" = gpucomm_gpu_tests_proxy ]; then
+      if [ "$suite" = gpucomm_gpu_tests_proxy ] && [ -n "${pes_per_gpu// /}" ]; then
         p=${pes_per_gpu##* }
         run "${suite#gpucomm_gpu_}-one-process-$(layout "$n" "$p")-stream-per-pe" \
             env GPUCOMM_TEST_PES_PER_GPU="$p" GPUCOMM_PROXY_STREAMS=per_pe "$build/tests/$suite" --order decl "${spec_args[@]}"
       fi
       # ProxyQueue's NIC suite with the route tests' forced split: the other half of the world
       # through the NIC, the same half by the copy engines, every signal and atomic through the NIC.
-      if [ "$suite" = gpucomm_gpu_tests_proxy_nic ] || [ "$suite" = gpucomm_gpu_tests_coll_proxy_nic ]; then
+      if { [ "$suite" = gpucomm_gpu_tests_proxy_nic ] || [ "$suite" = gpucomm_gpu_tests_coll_proxy_nic ]; } &&
+         [ -n "${pes_per_gpu// /}" ]; then
         p=${pes_per_gpu##* }
         run "${suite#gpucomm_gpu_}-one-process-$(layout "$n" "$p")-split" \
             env GPUCOMM_TEST_PES_PER_GPU="$p" GPUCOMM_TEST_PROXY_SPLIT=1 "$build/tests/$suite" --order decl "${spec_args[@]}"
