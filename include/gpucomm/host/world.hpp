@@ -89,6 +89,14 @@ template <class T>
 class sym_array;
 class world;
 
+/// A local buffer registered with the world's NICs (world::register_buffer).
+struct registered_buffer {
+  int pe = 0;                 ///< the local PE whose kernels use it
+  void const* ptr = nullptr;  ///< its first byte, as kernels address it
+  std::size_t bytes = 0;
+  int cuda_device = -1;  ///< the GPU whose memory it is, or -1 for pinned host memory
+};
+
 /// A transport the world can set up: its host half is built from the world (and the transport's
 /// `options`, when it has them) and hands out each local PE's device state.
 template <class T>
@@ -176,6 +184,7 @@ class world {
   ~world() {
     sync_hooks_.clear();
     free_hooks_.clear();
+    buffer_hooks_.clear();
     transports_.clear();  // transports' host halves go before the heap they use
     heap_.reset();
   }
@@ -264,6 +273,69 @@ class world {
   /// Bytes of symmetric heap per PE in use by allocations, and available in all.
   std::size_t heap_bytes_in_use() const { return heap_->bytes_in_use(); }
   std::size_t heap_capacity() const { return heap_->capacity(); }
+
+  // ---- local buffers the NIC reaches directly (not collective) -----------------------------------
+
+  /// Registers [ptr, ptr + bytes) with the NIC of every transport of this world that has one
+  /// (IBGDAPost, and route through it), for local PE `pe`'s kernels: puts from it and gets into it
+  /// then go straight to the NIC, with no staging copy (as nvshmemx_buffer_register). The buffer is
+  /// GPU memory of pe's GPU (cudaMalloc) or pinned host memory (cudaHostAlloc,
+  /// cudaHostRegister); it may not overlap the symmetric heap or another registered buffer of pe.
+  /// Only this process's PE is concerned: other PEs need not call it. Register before launching
+  /// the kernels that use the buffer; up to 64 buffers per PE.
+  void register_buffer(int pe, void const* ptr, std::size_t bytes) {
+    char const* const call = "world::register_buffer";
+    device(pe);  // throws for a PE this process does not own
+    if (ptr == nullptr || bytes == 0) {
+      throw error(call, pe, ptr == nullptr ? "the buffer is null" : "the buffer has no bytes",
+                  "pass the first byte and the size of a cudaMalloc'd or pinned host buffer");
+    }
+    auto const begin = reinterpret_cast<std::uintptr_t>(ptr);
+    if (bytes > std::numeric_limits<std::uintptr_t>::max() - begin) {
+      throw error(call, pe, "the buffer's size runs past the end of the address space", "pass its real size");
+    }
+    auto const end = begin + bytes;
+    auto const heap_begin = reinterpret_cast<std::uintptr_t>(heap_layout().base);
+    auto const heap_end = heap_begin + heap_layout().stride * static_cast<std::size_t>(npes_);
+    if (begin < heap_end && heap_begin < end) {
+      throw error(call, pe, "the buffer overlaps the symmetric heap",
+                  "memory of the symmetric heap is registered already: use it as it is");
+    }
+    for (auto const& b : buffers_) {
+      auto const b_begin = reinterpret_cast<std::uintptr_t>(b.ptr);
+      if (b.pe == pe && begin < b_begin + b.bytes && b_begin < end) {
+        throw error(call, pe, "the buffer overlaps one registered before (" + std::to_string(b.bytes) + " bytes)",
+                    "unregister_buffer the other one first, or register each buffer once");
+      }
+    }
+    if (std::count_if(buffers_.begin(), buffers_.end(), [&](auto const& b) { return b.pe == pe; }) >=
+        max_registered_buffers) {
+      throw error(
+          call, pe,
+          "PE " + std::to_string(pe) + " has " + std::to_string(max_registered_buffers) + " registered buffers already",
+          "unregister_buffer one it no longer needs, or register one larger buffer and carve it up");
+    }
+    registered_buffer const b{pe, ptr, bytes, buffer_device(pe, ptr, call)};
+    for (auto const& h : buffer_hooks_) h.add(b);
+    buffers_.push_back(b);
+  }
+
+  /// Undoes register_buffer(pe, ptr, ...), once the kernels that use the buffer have finished.
+  void unregister_buffer(int pe, void const* ptr) {
+    device(pe);
+    auto const it =
+        std::find_if(buffers_.begin(), buffers_.end(), [&](auto const& b) { return b.pe == pe && b.ptr == ptr; });
+    if (it == buffers_.end()) {
+      throw error("world::unregister_buffer", pe, "the buffer is not registered for PE " + std::to_string(pe),
+                  "pass the pointer that register_buffer took, once");
+    }
+    for (auto const& h : buffer_hooks_) h.remove(*it);
+    buffers_.erase(it);
+  }
+
+  /// The buffers registered so far (a transport set up later registers them too).
+  std::vector<registered_buffer> const& registered_buffers() const noexcept { return buffers_; }
+  static constexpr int max_registered_buffers = 64;
 
   // ---- teams (team.hpp) ------------------------------------------------------------------------------
 
@@ -431,6 +503,14 @@ class world {
       // that work before a block of the heap is freed.
       if constexpr (requires(host const& h) { h.on_deallocate(); }) {
         free_hooks_.push_back([h = made.get()] { h->on_deallocate(); });
+      }
+      // A host half with a NIC registers the buffers that world::register_buffer gets later.
+      if constexpr (requires(host & h, registered_buffer const& b) {
+                      h.on_register_buffer(b);
+                      h.on_unregister_buffer(b);
+                    }) {
+        buffer_hooks_.push_back({[h = made.get()](registered_buffer const& b) { h->on_register_buffer(b); },
+                                 [h = made.get()](registered_buffer const& b) { h->on_unregister_buffer(b); }});
       }
       slot = std::move(made);
     }
@@ -702,6 +782,31 @@ class world {
     int device_;
   };
 
+  /// The GPU whose memory `ptr` is (it must be pe's), or -1 for pinned host memory the GPU maps at
+  /// the same address; anything else (pageable or managed memory) throws.
+  int buffer_device(int pe, void const* ptr, char const* call) const {
+    cudaPointerAttributes a{};
+    cudaError_t const rc = cudaPointerGetAttributes(&a, ptr);
+    if (rc != cudaSuccess) {
+      cudaGetLastError();
+      throw error(call, pe, std::string("cudaPointerGetAttributes failed: ") + cudaGetErrorName(rc),
+                  "pass memory from cudaMalloc or cudaHostAlloc");
+    }
+    if (a.type == cudaMemoryTypeDevice && a.device == device(pe)) return a.device;
+    if (a.type == cudaMemoryTypeHost && a.devicePointer == ptr) return -1;
+    throw error(call, pe,
+                a.type == cudaMemoryTypeDevice
+                    ? "the buffer is memory of GPU " + std::to_string(a.device) + ", not of PE " + std::to_string(pe) +
+                          "'s GPU " + std::to_string(device(pe))
+                    : std::string(a.type == cudaMemoryTypeManaged ? "the buffer is managed memory"
+                                  : a.type == cudaMemoryTypeHost  ? "the buffer is pinned host memory that the GPU "
+                                                                    "maps at another address"
+                                                                  : "the buffer is pageable host memory") +
+                          ", which the NIC cannot reach",
+                "register memory from cudaMalloc on the PE's GPU, or pinned host memory (cudaHostAlloc with "
+                "cudaHostAllocMapped, or cudaHostRegister)");
+  }
+
   /// Where a PE runs: its host (a hash of the host name) and its GPU's PCI bus id.
   struct pe_place {
     std::uint64_t host;
@@ -732,6 +837,11 @@ class world {
   std::map<int, team> gpu_teams_;    // [local PE]
   std::vector<std::function<void()>> sync_hooks_;
   std::vector<std::function<void()>> free_hooks_;
+  struct buffer_hook {
+    std::function<void(registered_buffer const&)> add, remove;
+  };
+  std::vector<buffer_hook> buffer_hooks_;
+  std::vector<registered_buffer> buffers_;
   world_options options_;
   std::uint64_t wait_timeout_ns_ = 20'000'000'000;
   // Expires when the world goes: a sym_array that outlives its world finds nothing left to free.

@@ -15,6 +15,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -48,6 +49,9 @@ class ibgda_host {
     qps_per_peer_ = qps_per_peer_from(options.qps_per_peer, first);
     if (choice != nic_choice::model) refuse_hardware(w, first);
     set_up_model(options.model_faults);
+    for (registered_buffer const& b : w.registered_buffers()) {
+      if (w.is_local(b.pe)) on_register_buffer(b);
+    }
   }
 
   ibgda_host(ibgda_host const&) = delete;
@@ -61,7 +65,8 @@ class ibgda_host {
     for (auto& l : locals_) {
       cudaSetDevice(l.device);
       for (void* p : {static_cast<void*>(l.queues), static_cast<void*>(l.peers), static_cast<void*>(l.results),
-                      static_cast<void*>(l.counters)}) {
+                      static_cast<void*>(l.counters), static_cast<void*>(l.staging),
+                      static_cast<void*>(l.staging_slots), static_cast<void*>(l.regions)}) {
         cudaFree(p);
       }
       if (l.queue_memory != nullptr) cudaFreeHost(l.queue_memory);
@@ -80,7 +85,34 @@ class ibgda_host {
     s.results = l.results;
     s.result_owners = l.result_owners;
     s.results_lkey_wire = verbs_gpu::to_be32(l.results_key.lkey);
+    s.staging = l.staging;
+    s.staging_slots = l.staging_slots;
+    s.staging_lkey_wire = verbs_gpu::to_be32(l.staging_key.lkey);
+    s.regions = l.regions;
     return s;
+  }
+
+  /// world::register_buffer: the NIC learns the buffer, and PE b.pe's kernels find its key in the
+  /// device table (rewritten whole: no kernel of that PE uses it meanwhile, as the world says).
+  void on_register_buffer(registered_buffer const& b) {
+    local& l = local_of(b.pe);
+    verbs_gpu::model::memory_key const key =
+        nic_->register_memory(l.pd, b.ptr, b.bytes, verbs_gpu::model::local_write, nullptr, b.cuda_device);
+    l.registered.push_back({reinterpret_cast<std::uint64_t>(b.ptr), b.bytes, verbs_gpu::to_be32(key.lkey), 0});
+    l.registered_lkeys.push_back(key.lkey);
+    upload_regions(l);
+  }
+
+  void on_unregister_buffer(registered_buffer const& b) {
+    local& l = local_of(b.pe);
+    for (std::size_t i = 0; i < l.registered.size(); ++i) {
+      if (l.registered[i].base != reinterpret_cast<std::uint64_t>(b.ptr)) continue;
+      nic_->deregister_memory(l.registered_lkeys[i]);
+      l.registered.erase(l.registered.begin() + static_cast<std::ptrdiff_t>(i));
+      l.registered_lkeys.erase(l.registered_lkeys.begin() + static_cast<std::ptrdiff_t>(i));
+      upload_regions(l);
+      return;
+    }
   }
 
   /// What this process's NIC model did so far (faults injected included). For tests (the
@@ -142,7 +174,22 @@ class ibgda_host {
     std::uint64_t* results = nullptr;        // result slots, discard word, owner words: one allocation
     std::uint64_t* result_owners = nullptr;  // inside it
     std::vector<queue_host> host_queues;     // [peer * qps_per_peer + k]
+    unsigned char* staging = nullptr;        // ibgda_staging::slots x 2 halves
+    ibgda_staging_slot* staging_slots = nullptr;
+    verbs_gpu::model::memory_key staging_key{};
+    ibgda_regions* regions = nullptr;      // the device's table of registered buffers
+    std::vector<ibgda_region> registered;  // what it holds
+    std::vector<std::uint32_t> registered_lkeys;
   };
+
+  void upload_regions(local const& l) {
+    current_device_guard const keep;
+    GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
+    ibgda_regions table{};
+    table.count = static_cast<std::uint32_t>(l.registered.size());
+    std::copy(l.registered.begin(), l.registered.end(), table.entries);
+    GPUCOMM_CUDA_CHECK(cudaMemcpy(l.regions, &table, sizeof(table), cudaMemcpyHostToDevice), l.pe);
+  }
 
   [[noreturn]] static void refuse_hardware(world& w, int pe) {
     char bus[32] = {};
@@ -159,8 +206,9 @@ class ibgda_host {
         "model is a test and development tool, never a silent fallback");
   }
 
-  local const& local_of(int pe) const {
-    for (auto const& l : locals_)
+  local const& local_of(int pe) const { return const_cast<ibgda_host*>(this)->local_of(pe); }
+  local& local_of(int pe) {
+    for (auto& l : locals_)
       if (l.pe == pe) return l;
     throw error("world::comm<IBGDAPost>", pe, "PE " + std::to_string(pe) + " is not owned by this process",
                 "ask only for the PEs in local_pes()");
@@ -195,6 +243,16 @@ class ibgda_host {
       GPUCOMM_CUDA_CHECK(cudaMemset(l.results, 0, result_bytes + slots * sizeof(std::uint64_t)), pe);
       l.result_owners = l.results + slots + 1;
       l.results_key = nic_->register_memory(l.pd, l.results, result_bytes, vm::local_write, nullptr, l.device);
+      // Staging: what puts from, and gets into, memory the NIC does not know go through.
+      std::size_t const staging_bytes = ibgda_staging::slots * 2 * ibgda_staging::half_bytes;
+      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.staging), staging_bytes), pe);
+      l.staging_key = nic_->register_memory(l.pd, l.staging, staging_bytes, vm::local_write, nullptr, l.device);
+      GPUCOMM_CUDA_CHECK(
+          cudaMalloc(reinterpret_cast<void**>(&l.staging_slots), ibgda_staging::slots * sizeof(ibgda_staging_slot)),
+          pe);
+      GPUCOMM_CUDA_CHECK(cudaMemset(l.staging_slots, 0, ibgda_staging::slots * sizeof(ibgda_staging_slot)), pe);
+      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.regions), sizeof(ibgda_regions)), pe);
+      GPUCOMM_CUDA_CHECK(cudaMemset(l.regions, 0, sizeof(ibgda_regions)), pe);
       GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.counters), nq * sizeof(vg::qp_counters)), pe);
       GPUCOMM_CUDA_CHECK(cudaMemset(l.counters, 0, nq * sizeof(vg::qp_counters)), pe);
       std::size_t const bytes = nq * (ring_bytes + control_bytes);

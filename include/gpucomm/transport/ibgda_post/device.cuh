@@ -10,17 +10,27 @@
 // RC ordering and the fence bit order them; different warps spread over the QPs.
 //
 // Memory. The NIC reaches the symmetric heap (registered as one region per PE, keys exchanged at
-// set-up and kept in wire order in the device state). So:
-//   - put / put_signal take `src` in the local symmetric heap; up to inline_bytes (28) bytes may
-//     come from anywhere (they are copied into the WQE);
-//   - get takes `dst` in the local symmetric heap.
-// Anything else traps with a message: the NIC cannot read or write memory it does not know.
+// set-up and kept in wire order in the device state) and the local buffers registered with
+// world::register_buffer. A put's `src` and a get's `dst` may be anywhere else too (shared memory,
+// cudaMalloc'd memory, a local variable); what each placement costs:
+//   - in the symmetric heap or a registered buffer: nothing extra, the NIC reads or writes it;
+//   - a put of at most inline_bytes (28): copied into the WQE by the leader, from anywhere;
+//   - anywhere else: staged. The group takes one of the PE's ibgda_staging::slots staging slots
+//     (two halves of 64 KiB in registered memory), copies each 64 KiB chunk of src into a half and
+//     posts it while it fills the other half (a put), or reads chunks into both halves and copies
+//     each one out once it has landed (a get). That is one extra copy through GPU memory per byte
+//     and, for a get, a round trip per 64 KiB; a get_nbi waits like a get. A put_nbi returns once
+//     its last chunk is posted: the slot waits for the NIC before its next user writes it. Local
+//     variables: a put sends the leader's, a get fills every thread's (a group type without shfl:
+//     the leader's); the group's threads copy everything else together.
+// A null pointer with a non-zero size traps in debug builds.
 //
 // How each op meets comm.cuh's contract:
 //   put            group sync (the group's writes to src happen before the leader's doorbell,
 //                  whose system-scope release fence is cumulative over them), RDMA WRITE in
 //                  chunks of at most 1 GiB; blocking: the leader waits for the completion (the
-//                  NIC has read src; inline writes need no wait), then the group syncs.
+//                  NIC has read src; inline writes need no wait), then the group syncs. Staged:
+//                  the same, with the group's copy into the staging half in place of src.
 //   get            RDMA READ into dst; blocking: the leader waits for the completion, whose CQE it
 //                  acquires (system scope), then the group syncs, so every thread sees dst.
 //   put_signal     RDMA WRITE, then the signal update as an atomic WQE with the fence bit: the NIC
@@ -111,11 +121,17 @@ struct IBGDAPost {
   template <group G, class T>
   __device__ static void put(comm<IBGDAPost> const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n, int pe,
                              bool blocking) {
+    std::size_t const bytes = n * sizeof(T);
+    verbs_gpu::local_buf from{};
+    if (bytes > inline_bytes && !nic_reaches(c, src, bytes, "put", &from)) {
+      staged(c, g, staged_op{staged_op::put}, const_cast<T*>(src), remote(c, dst, pe), bytes, pe, blocking);
+      return;
+    }
     group_sync(g);
     if (is_leader(g)) {
       auto const& q = queue(c, pe);
       std::uint64_t last = 0;
-      if (post_write(c, q, "put", dst, src, n * sizeof(T), pe, &last) && blocking) finish(q, last, "put");
+      if (post_write(c, q, "put", dst, src, from, bytes, pe, &last) && blocking) finish(q, last, "put");
     }
     group_sync(g);
   }
@@ -123,11 +139,17 @@ struct IBGDAPost {
   template <group G, class T>
   __device__ static void get(comm<IBGDAPost> const& c, G const& g, T* dst, sym_ptr<T const> src, std::size_t n, int pe,
                              bool blocking) {
+    std::size_t const bytes = n * sizeof(T);
+    verbs_gpu::local_buf to{};
+    if (bytes > 0 && !nic_reaches(c, dst, bytes, "get", &to)) {
+      staged(c, g, staged_op{staged_op::get}, dst, remote(c, src, pe), bytes, pe, true);
+      return;
+    }
     group_sync(g);
     if (is_leader(g)) {
       auto const& q = queue(c, pe);
       std::uint64_t last = 0;
-      if (post_read(c, q, dst, src, n * sizeof(T), pe, &last) && blocking) finish(q, last, "get");
+      if (post_read(c, q, to, src, bytes, pe, &last) && blocking) finish(q, last, "get");
     }
     group_sync(g);
   }
@@ -135,12 +157,19 @@ struct IBGDAPost {
   template <group G, class T>
   __device__ static void put_signal(comm<IBGDAPost> const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
                                     sym_ptr<signal_t> sig, signal_t value, signal_op op, int pe, bool blocking) {
+    std::size_t const bytes = n * sizeof(T);
+    verbs_gpu::local_buf from{};
+    if (bytes > inline_bytes && !nic_reaches(c, src, bytes, "put_signal", &from)) {
+      staged(c, g, staged_op{staged_op::put_signal, sig, value, op}, const_cast<T*>(src), remote(c, dst, pe), bytes, pe,
+             blocking);
+      return;
+    }
     group_sync(g);
     if (is_leader(g)) {
       auto const& q = queue(c, pe);
       std::uint64_t last = 0;
       // An empty put_signal still updates the signal.
-      bool const wrote = n == 0 || post_write(c, q, "put_signal", dst, src, n * sizeof(T), pe, &last);
+      bool const wrote = n == 0 || post_write(c, q, "put_signal", dst, src, from, bytes, pe, &last);
       if (wrote && post_signal(c, q, sig, value, op, pe, &last) && blocking) {
         finish(q, last, "put_signal");
       }
@@ -276,18 +305,171 @@ struct IBGDAPost {
     return {peer.base + offset, peer.rkey_wire, true};
   }
 
-  /// `p` as local registered memory, or a trap if it is outside the local heap.
-  __device__ static verbs_gpu::local_buf local(comm<IBGDAPost> const& c, void const* p, std::size_t bytes,
-                                               char const* op) {
+  /// Whether the NIC reaches [p, p + bytes) of local memory (the local heap, or a registered
+  /// buffer), and if so *out: its address and key. Every thread of a group gets the same answer.
+  __device__ static bool nic_reaches(comm<IBGDAPost> const& c, void const* p, std::size_t bytes, char const* op,
+                                     verbs_gpu::local_buf* out) {
     device_state const& s = c.state();
     auto const addr = reinterpret_cast<std::uintptr_t>(p);
-    auto const base = reinterpret_cast<std::uintptr_t>(s.local_base);
-    if (addr < base || addr - base > s.local_bytes || bytes > s.local_bytes - (addr - base)) {
-      detail::device_misuse(op,
-                            "the local buffer is not in the symmetric heap, which is all the NIC can reach "
-                            "(allocate it with world::alloc, or move at most 28 bytes)");
+    auto const within = [&](std::uint64_t base, std::uint64_t size) {
+      return addr >= base && addr - base <= size && bytes <= size - (addr - base);
+    };
+    if (within(reinterpret_cast<std::uintptr_t>(s.local_base), s.local_bytes)) {
+      *out = {static_cast<std::uint64_t>(addr), 0, s.lkey_wire, true};
+      return true;
     }
-    return {static_cast<std::uint64_t>(addr), 0, s.lkey_wire, true};
+    if constexpr (GPUCOMM_DEBUG) {
+      if (p == nullptr) detail::device_misuse(op, "the local buffer is null");
+    }
+    std::uint32_t const count = s.regions->count;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      detail::ibgda_region const& r = s.regions->entries[i];
+      if (within(r.base, r.bytes)) {
+        *out = {static_cast<std::uint64_t>(addr), 0, r.lkey_wire, true};
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /// What a staged operation does: put, put_signal (with its signal) or get.
+  struct staged_op {
+    enum kind_t : std::uint8_t { put, put_signal, get } kind;
+    sym_ptr<signal_t> sig{};
+    signal_t value = 0;
+    signal_op op = signal_op::set;
+    __device__ char const* name() const { return kind == put ? "put" : kind == get ? "get" : "put_signal"; }
+  };
+
+  /// Takes a free staging slot for the calling thread's group (the leader calls it): tries every
+  /// slot from one that depends on the thread, so groups of different warps rarely meet.
+  __device__ static unsigned take_staging_slot(comm<IBGDAPost> const& c, char const* op) {
+    detail::ibgda_staging_slot* const slots = c.state().staging_slots;
+    unsigned const thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned const block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    unsigned const first = block * 7u + thread / 32u + thread % 32u;
+    unsigned taken = 0;
+    detail::spin_until(
+        [&] {
+          for (unsigned k = 0; k < detail::ibgda_staging::slots; ++k) {
+            unsigned const i = (first + k) % detail::ibgda_staging::slots;
+            cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device> lock(slots[i].lock);
+            std::uint64_t seen = lock.load(cuda::memory_order_relaxed);
+            // Acquire: the previous user's writes of the slot's control words (its pending WQEs)
+            // and its reads of the halves happen before ours.
+            if ((seen & 1) == 0 &&
+                lock.compare_exchange_strong(seen, seen + 1, cuda::memory_order_acquire, cuda::memory_order_relaxed)) {
+              taken = i;
+              return true;
+            }
+          }
+          return false;
+        },
+        {op, &slots[first % detail::ibgda_staging::slots].lock, "even (free), like", 0}, c.control_header());
+    return taken;
+  }
+
+  /// Waits until the NIC is done with the half's last WQE (a put's RDMA WRITE reading it).
+  __device__ static void drain_half(comm<IBGDAPost> const& c, detail::ibgda_staging_slot& slot, unsigned half,
+                                    char const* op) {
+    if (slot.pending[half] == 0) return;
+    finish(c.state().queues[slot.pending_queue[half]], slot.pending[half] - 1, op);
+    slot.pending[half] = 0;
+  }
+
+  /// A put, put_signal or get whose local buffer the NIC does not reach, through a staging slot
+  /// (see the header comment). Out of line, one copy per group type: the call sites stay small.
+  template <group G>
+  __device__ GPUCOMM_NOINLINE static void staged(comm<IBGDAPost> const& c, G const& g, staged_op const& what,
+                                                 void* local_buffer, verbs_gpu::remote_buf peer, std::size_t bytes,
+                                                 int pe, bool blocking) {
+    constexpr std::size_t half_bytes = detail::ibgda_staging::half_bytes;
+    bool const is_get = what.kind == staged_op::get;
+    char const* const op = what.name();
+    // A local variable is each thread's own: a put sends the leader's, a get fills every thread's.
+    bool const thread_private = __isLocal(local_buffer);
+    group_sync(g);
+    unsigned slot_index = is_leader(g) ? take_staging_slot(c, op) : 0;
+    if constexpr (broadcasting_group<G>) slot_index = broadcast_from_leader(g, slot_index);
+    device_state const& s = c.state();
+    detail::ibgda_staging_slot& slot = s.staging_slots[slot_index];
+    unsigned char* const halves = s.staging + slot_index * 2 * half_bytes;
+    auto const& q = queue(c, pe);
+    auto const queue_index = static_cast<std::uint32_t>(&q - s.queues);
+    auto* const mine = static_cast<unsigned char*>(local_buffer);
+    std::size_t const chunks = (bytes + half_bytes - 1) / half_bytes;
+    auto const length = [&](std::size_t k) {
+      return bytes - k * half_bytes < half_bytes ? bytes - k * half_bytes : half_bytes;
+    };
+    // Copies a chunk between the local buffer and a half: the whole group, or one thread where
+    // only it may (its local variable) or only it knows the slot (a group type without shfl).
+    auto const copy = [&](void* to, void const* from, std::size_t len) {
+      if (thread_private && is_get) {
+        if (broadcasting_group<G> || is_leader(g)) detail::group_copy(this_thread(), to, from, len);
+      } else if (broadcasting_group<G> && !thread_private) {
+        detail::group_copy(g, to, from, len);
+      } else if (is_leader(g)) {
+        detail::group_copy(this_thread(), to, from, len);
+      }
+    };
+    bool ok = true;
+    std::uint64_t last = 0;
+    auto const post_one = [&](std::size_t k) {
+      std::uint64_t const half = reinterpret_cast<std::uint64_t>(halves + (k & 1) * half_bytes);
+      verbs_gpu::local_buf const staging{half, static_cast<std::uint32_t>(length(k)), s.staging_lkey_wire, true};
+      verbs_gpu::remote_buf const far{peer.addr + k * half_bytes, peer.rkey, true};
+      auto build = [&](verbs_gpu::wqe_slot const& w, std::uint32_t) {
+        return is_get ? verbs_gpu::build_rdma_read(w, staging, far) : verbs_gpu::build_rdma_write(w, staging, far);
+      };
+      ok = ok && posted(q.post(verbs_gpu::detail::one_thread{}, 1, 1, build, verbs_gpu::post_flags::none, &last), op);
+      return last;
+    };
+    if (is_get) {
+      // Reads into both halves, then per chunk: wait for it, copy it out, read chunk k + 2 into
+      // its half. The group sync after the copy orders the threads' reads of the half before the
+      // next read's doorbell; the one before it orders the leader's acquire of the completion
+      // before their reads.
+      std::uint64_t reading[2] = {0, 0};
+      if (is_leader(g)) {
+        drain_half(c, slot, 0, op);
+        drain_half(c, slot, 1, op);
+        for (std::size_t k = 0; k < chunks && k < 2; ++k) reading[k] = post_one(k);
+      }
+      for (std::size_t k = 0; k < chunks; ++k) {
+        if (is_leader(g) && ok) ok = finish(q, reading[k & 1], op);
+        group_sync(g);
+        copy(mine + k * half_bytes, halves + (k & 1) * half_bytes, length(k));
+        group_sync(g);
+        if (is_leader(g) && k + 2 < chunks) reading[k & 1] = post_one(k + 2);
+      }
+    } else {
+      // Per chunk: wait until the NIC has read the half's previous chunk, copy this one in, post
+      // it. The group sync after the copy orders the threads' writes of the half before the
+      // leader's doorbell (its system-scope release fence is cumulative over them).
+      for (std::size_t k = 0; k < chunks; ++k) {
+        if (is_leader(g)) drain_half(c, slot, k & 1, op);
+        group_sync(g);
+        copy(halves + (k & 1) * half_bytes, mine + k * half_bytes, length(k));
+        group_sync(g);
+        if (is_leader(g)) {
+          std::uint64_t const index = post_one(k);
+          if (ok) {
+            slot.pending[k & 1] = index + 1;
+            slot.pending_queue[k & 1] = queue_index;
+          }
+        }
+      }
+      if (is_leader(g) && ok && what.kind == staged_op::put_signal) {
+        ok = post_signal(c, q, what.sig, what.value, what.op, pe, &last);
+      }
+      if (is_leader(g) && ok && blocking) ok = finish(q, last, op);
+    }
+    if (is_leader(g)) {
+      // Release: our control-word writes and reads of the halves happen before the next user's
+      // take (its acquire).
+      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(slot.lock).fetch_add(1, cuda::memory_order_release);
+    }
+    group_sync(g);
   }
 
   /// Where queue q's WQE at `index` has its result slot and owner word (one per WQEBB of the ring).
@@ -362,9 +544,11 @@ struct IBGDAPost {
 
   /// RDMA WRITE of `bytes` from `src` to dst at pe, in 1 GiB chunks, or inline when small. The
   /// index of the last WQE goes to *last. False when nothing was posted or the QP failed.
+  /// `from`: where the NIC reads src (nic_reaches), unless the write goes inline.
   template <class T>
   __device__ static bool post_write(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q, char const* op,
-                                    sym_ptr<T> dst, T const* src, std::size_t bytes, int pe, std::uint64_t* last) {
+                                    sym_ptr<T> dst, T const* src, verbs_gpu::local_buf const& from, std::size_t bytes,
+                                    int pe, std::uint64_t* last) {
     if (bytes == 0) return false;
     verbs_gpu::remote_buf const to = remote(c, dst, pe);
     if (bytes <= inline_bytes) {
@@ -373,18 +557,18 @@ struct IBGDAPost {
       };
       return posted(q.post(verbs_gpu::detail::one_thread{}, 1, 1, build, verbs_gpu::post_flags::none, last), op);
     }
-    verbs_gpu::local_buf const from = local(c, src, bytes, op);
     return post_chunked(q, op, bytes, last, [&](verbs_gpu::wqe_slot const& s, std::size_t at, std::uint32_t len) {
       return verbs_gpu::build_rdma_write(s, {from.addr + at, len, from.lkey, true}, {to.addr + at, to.rkey, true});
     });
   }
 
+  /// `to`: where the NIC writes dst (nic_reaches).
   template <class T>
-  __device__ static bool post_read(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q, T* dst,
-                                   sym_ptr<T const> src, std::size_t bytes, int pe, std::uint64_t* last) {
+  __device__ static bool post_read(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q,
+                                   verbs_gpu::local_buf const& to, sym_ptr<T const> src, std::size_t bytes, int pe,
+                                   std::uint64_t* last) {
     if (bytes == 0) return false;
     verbs_gpu::remote_buf const from = remote(c, src, pe);
-    verbs_gpu::local_buf const to = local(c, dst, bytes, "get");
     return post_chunked(q, "get", bytes, last, [&](verbs_gpu::wqe_slot const& s, std::size_t at, std::uint32_t len) {
       return verbs_gpu::build_rdma_read(s, {to.addr + at, len, to.lkey, true}, {from.addr + at, from.rkey, true});
     });
