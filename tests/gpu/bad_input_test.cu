@@ -147,6 +147,39 @@ TEST_CASE("null, foreign and freed pointers are refused by deallocate and view o
   other.reset();
 }
 
+TEST_CASE("register_buffer refuses what the NIC cannot take, and the registrations stay usable",
+          "[gpu][world][errors][bad_input]") {
+  auto& w = gpucomm::test::the_world();
+  int const me = first_local(w);
+  GPUCOMM_TEST_CUDA(cudaSetDevice(w.device(me)));
+  char* buffer = nullptr;
+  GPUCOMM_TEST_CUDA(cudaMalloc(&buffer, 4096));
+  auto const registered = [&] { return w.registered_buffers().size(); };
+  std::size_t const before = registered();
+  CHECK_THAT(error_of([&] { w.register_buffer(me, nullptr, 64); }),
+             Catch::Contains("world::register_buffer") && Catch::Contains("null"));
+  CHECK_THAT(error_of([&] { w.register_buffer(me, buffer, 0); }), Catch::Contains("has no bytes"));
+  CHECK_THAT(error_of([&] { w.register_buffer(w.npes(), buffer, 64); }), Catch::Contains("not owned by this process"));
+  CHECK_THAT(error_of([&] { w.register_buffer(me, w.heap_layout().base + 64, 64); }),
+             Catch::Contains("overlaps the symmetric heap"));
+  std::vector<char> pageable(4096);
+  CHECK_THAT(error_of([&] { w.register_buffer(me, pageable.data(), pageable.size()); }),
+             Catch::Contains("pageable host memory") && Catch::Contains("cannot reach"));
+  CHECK(registered() == before);
+  w.register_buffer(me, buffer, 2048);
+  CHECK_THAT(error_of([&] { w.register_buffer(me, buffer + 1024, 2048); }),
+             Catch::Contains("overlaps one registered before"));
+  CHECK_THAT(error_of([&] { w.unregister_buffer(me, buffer + 1); }),
+             Catch::Contains("world::unregister_buffer") && Catch::Contains("not registered"));
+  CHECK_NOTHROW(w.register_buffer(me, buffer + 2048, 2048));  // the next bytes: no overlap
+  CHECK(registered() == before + 2);
+  w.unregister_buffer(me, buffer);
+  CHECK_THAT(error_of([&] { w.unregister_buffer(me, buffer); }), Catch::Contains("not registered"));
+  w.unregister_buffer(me, buffer + 2048);
+  CHECK(registered() == before);
+  GPUCOMM_TEST_CUDA(cudaFree(buffer));
+}
+
 TEST_CASE("sizes that overflow or exceed the heap are refused, and the heap is unchanged",
           "[gpu][world][errors][bad_input]") {
   auto& w = gpucomm::test::the_world();
