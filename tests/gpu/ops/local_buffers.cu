@@ -4,7 +4,8 @@
 // with its own data, so staging slots that mixed groups up would show), every PE to every PE (itself included), as
 // put / get, put_nbi / get_nbi with quiet, and put_signal. The puts' targets are checked byte for byte on the host,
 // poison around them; the gets' destinations on the device against the pattern the host wrote into the source PE's
-// heap, with guard bytes after them. On IBGDAPost these go inline, staged or straight to the NIC
+// heap, with guard bytes after them (into a local variable: by single threads, and on IBGDAPost by every group). On
+// IBGDAPost these go inline, staged or straight to the NIC
 // (transport/ibgda_post/device.cuh); the IBGDAPost suite also checks which: staging slots are used for an unregistered
 // buffer and untouched for a registered one. NVLinkStore's plain loads and stores are the reference behaviour.
 #include "common.cuh"
@@ -83,7 +84,11 @@ __global__ void local_buffers_kernel(lb_args a) {
     if (a.variant == 2) a.c.put_signal(g, at, src, n, a.sig, 1, gpucomm::signal_op::add, t);
   }
   if (a.variant == 1) a.c.quiet(g);  // the sources may be overwritten now
-  for (int t = 0; t < npes; ++t) {
+  // A get into a local variable by a group of several threads: IBGDAPost fills every thread's
+  // copy; load/store transports have each thread move its share into its own (the contract
+  // promises only a single thread's).
+  bool const gets = !own || size == 1 || GPUCOMM_TEST_TRANSPORT == 2;
+  for (int t = 0; gets && t < npes; ++t) {
     if (!handles(gi, groups, me, t, npes)) continue;
     for (std::size_t k = own ? 0 : rank; k < n + guard; k += own ? 1 : size) dst[k] = poison_byte;
     gpucomm::group_sync(g);
