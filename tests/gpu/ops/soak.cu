@@ -291,10 +291,10 @@ round_outcome run_round(gpucomm::world& w, soak::params const& p,
   std::size_t const smem = test_staging_bytes<mk_tile<32>>(block_threads);
   allow_dynamic_smem(soak_kernel<soak::lane_kind::warp>, smem);
   allow_dynamic_smem(soak_kernel<soak::lane_kind::block>, smem);
-  // Both kernels loaded before any PE starts: PEs of one program run different ones and wait on
-  // each other, and a lazy load at the second kernel's first launch can wait for the first's.
-  preload(soak_kernel<soak::lane_kind::warp>);
-  preload(soak_kernel<soak::lane_kind::block>);
+  // Both kernels loaded, and their stacks reserved, before any PE starts: PEs of one program run
+  // different ones and wait on each other (preload says why).
+  preload(w, soak_kernel<soak::lane_kind::warp>);
+  preload(w, soak_kernel<soak::lane_kind::block>);
   w.barrier();  // every PE initialised before any PE reaches into another
   for_each_local_pe(w, [&](int pe) {
     auto const& t = teams[static_cast<std::size_t>(pe)];
