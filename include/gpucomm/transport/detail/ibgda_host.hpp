@@ -38,6 +38,9 @@
 
 namespace gpucomm::detail {
 
+static_assert(ibgda_regions::capacity >= world::max_registered_buffers,
+              "IBGDAPost's device table holds every buffer the world lets a PE register");
+
 class ibgda_host {
  public:
   /// log2 of each send queue's depth in WQEBBs.

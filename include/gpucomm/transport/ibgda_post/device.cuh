@@ -401,14 +401,15 @@ struct IBGDAPost {
     auto const length = [&](std::size_t k) {
       return bytes - k * half_bytes < half_bytes ? bytes - k * half_bytes : half_bytes;
     };
-    // Copies a chunk between the local buffer and a half: the whole group, or one thread where
-    // only it may (its local variable) or only it knows the slot (a group type without shfl).
+    // Copies a chunk between the local buffer and a half: the whole group; or, into a local
+    // variable, every thread its own; or one thread where only it may (a put from its local
+    // variable) or only it knows the slot (a group type without shfl).
+    bool const whole_group = broadcasting_group<G> && !thread_private;
+    bool const every_thread = broadcasting_group<G> && thread_private && is_get;
     auto const copy = [&](void* to, void const* from, std::size_t len) {
-      if (thread_private && is_get) {
-        if (broadcasting_group<G> || is_leader(g)) detail::group_copy(this_thread(), to, from, len);
-      } else if (broadcasting_group<G> && !thread_private) {
+      if (whole_group) {
         detail::group_copy(g, to, from, len);
-      } else if (is_leader(g)) {
+      } else if (every_thread || is_leader(g)) {
         detail::group_copy(this_thread(), to, from, len);
       }
     };
