@@ -4,10 +4,15 @@
 //                       is the same code on a real NIC, apart from where the doorbell goes.
 //   ibgda_model_latency put + quiet and fetch_add round trips, which include the model's host
 //                       thread executing the WQE with cudaMemcpy: they describe the model only.
+//   ibgda_local_buffer  a blocking put from, and get into, a local buffer of 4 KiB to 1 MiB by one
+//                       block, with the buffer in the heap, in registered cudaMalloc'd memory and
+//                       in unregistered cudaMalloc'd memory (staged): what staging costs on top,
+//                       through the model (its copies dominate: compare the variants, not NICs).
 // One process owns GPUs 0 and 1 (or GPU 0 alone: PE 0 to itself); one thread of PE 0 works.
 // Writes the benchmark harness's rows (JSON lines) to <out.jsonl>.
 //
 // usage: bench_ibgda_model <out.jsonl>
+#include <cooperative_groups.h>
 #include <gpucomm/gpucomm.cuh>
 
 #include "../harness/harness.hpp"
@@ -67,11 +72,28 @@ __global__ void round_trip(comm_t c, int kind, int n, int to, gpucomm::sym_ptr<s
   }
 }
 
+/// One block moves `bytes` between `local` and `remote` at PE `to`, blocking, n times: a put from
+/// local, or a get into it; ns[i] per op.
+__global__ void local_buffer_round(comm_t c, bool get, unsigned char* local, gpucomm::sym_ptr<unsigned char> remote,
+                                   std::size_t bytes, int n, int to, unsigned long long* ns) {
+  auto const block = cooperative_groups::this_thread_block();
+  for (int i = 0; i < n; ++i) {
+    std::uint64_t const t0 = now();
+    if (get) {
+      c.get(block, local, gpucomm::sym_ptr<unsigned char const>(remote), bytes, to);
+    } else {
+      c.put(block, remote, local, bytes, to);
+    }
+    if (threadIdx.x == 0) ns[i] = now() - t0;
+  }
+}
+
 struct row {
   std::string kase, variant;
   double value, max;
   int iterations, repetitions;
   std::string note;
+  std::size_t size = 8;
 };
 
 }  // namespace
@@ -139,6 +161,46 @@ int main(int argc, char** argv) try {
                         " (max = p99); includes the model executing the WQE: a figure of the model, " + caveat});
     std::printf("model round trip, %-20s median %.2f us, p99 %.2f us\n", rows.back().variant.c_str(), median, p99);
   }
+  // Local buffers: the same put or get with the buffer in the heap, registered, or staged.
+  {
+    constexpr std::size_t most = std::size_t{1} << 20;
+    auto area = w.alloc<unsigned char>(2 * most);  // [0, most): the peer's side; [most, 2 most): a heap buffer
+    unsigned char* registered = nullptr;
+    unsigned char* staged = nullptr;
+    BENCH_CUDA(cudaMalloc(&registered, most));
+    BENCH_CUDA(cudaMalloc(&staged, most));
+    BENCH_CUDA(cudaMemset(registered, 1, most));
+    BENCH_CUDA(cudaMemset(staged, 2, most));
+    w.register_buffer(0, registered, most);
+    struct {
+      unsigned char* local;
+      char const* name;
+    } const places[] = {
+        {area.ptr(0).get() + most, "heap"}, {registered, "registered cudaMalloc"}, {staged, "cudaMalloc, staged"}};
+    int const n = 60;  // the first 10 are warm-up
+    for (std::size_t bytes : {std::size_t{4} << 10, std::size_t{64} << 10, most}) {
+      for (bool get : {false, true}) {
+        for (auto const& p : places) {
+          local_buffer_round<<<1, 256, 0, w.stream(0)>>>(c, get, p.local, area.ptr(0), bytes, n, to, d_ns);
+          BENCH_CUDA(cudaGetLastError());
+          w.synchronize();
+          std::vector<unsigned long long> ns(n);
+          BENCH_CUDA(cudaMemcpy(ns.data(), d_ns, sizeof(unsigned long long) * n, cudaMemcpyDeviceToHost));
+          std::sort(ns.begin() + 10, ns.end());
+          double const median = ns[10 + (n - 10) / 2] / 1e3, slowest = ns.back() / 1e3;
+          std::string const variant = std::string(get ? "get" : "put") + ", " + p.name;
+          rows.push_back({"ibgda_local_buffer", variant, median, slowest, n - 10, 1,
+                          std::string("one block of 256 threads, blocking, %globaltimer per op, median of ") +
+                              std::to_string(n - 10) + " (max = slowest); " + caveat,
+                          bytes});
+          std::printf("local buffer, %-32s %8zu B median %.2f us\n", variant.c_str(), bytes, median);
+        }
+      }
+    }
+    w.unregister_buffer(0, registered);
+    BENCH_CUDA(cudaFree(registered));
+    BENCH_CUDA(cudaFree(staged));
+  }
   BENCH_CUDA(cudaFree(d_ns));
 
   FILE* f = std::fopen(argv[1], "w");
@@ -148,11 +210,11 @@ int main(int argc, char** argv) try {
   }
   for (auto const& r : rows) {
     std::fprintf(f,
-                 "{\"library\": \"gpucomm\", \"transport\": \"IBGDAPost, NIC model\", \"npes\": %d, \"size\": %d, "
+                 "{\"library\": \"gpucomm\", \"transport\": \"IBGDAPost, NIC model\", \"npes\": %d, \"size\": %zu, "
                  "\"grid_barrier\": false, \"case\": \"%s\", \"variant\": \"%s\", \"scope\": \"thread\", \"ctas\": 1, "
                  "\"threads\": 1, \"metric\": \"%s\", \"value\": %.6f, \"min\": null, \"max\": %.6f, \"unit\": \"us\", "
                  "\"iterations\": %d, \"repetitions\": %d, \"status\": \"ok\", \"note\": \"%s\"}\n",
-                 w.npes(), 8, r.kase.c_str(), r.variant.c_str(), r.kase == "ibgda_post_cost" ? "cost" : "latency",
+                 w.npes(), r.size, r.kase.c_str(), r.variant.c_str(), r.kase == "ibgda_post_cost" ? "cost" : "latency",
                  r.value, r.max, r.iterations, r.repetitions, r.note.c_str());
   }
   std::fclose(f);
