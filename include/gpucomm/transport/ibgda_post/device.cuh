@@ -311,21 +311,29 @@ struct IBGDAPost {
                                      verbs_gpu::local_buf* out) {
     device_state const& s = c.state();
     auto const addr = reinterpret_cast<std::uintptr_t>(p);
-    auto const within = [&](std::uint64_t base, std::uint64_t size) {
-      return addr >= base && addr - base <= size && bytes <= size - (addr - base);
-    };
-    if (within(reinterpret_cast<std::uintptr_t>(s.local_base), s.local_bytes)) {
+    if (within(addr, bytes, reinterpret_cast<std::uintptr_t>(s.local_base), s.local_bytes)) {
       *out = {static_cast<std::uint64_t>(addr), 0, s.lkey_wire, true};
       return true;
     }
+    return registered(c, p, bytes, op, out);
+  }
+
+  __device__ static bool within(std::uint64_t addr, std::size_t bytes, std::uint64_t base, std::uint64_t size) {
+    return addr >= base && addr - base <= size && bytes <= size - (addr - base);
+  }
+
+  /// nic_reaches' search of the registered buffers, out of line: only buffers outside the heap
+  /// come here.
+  __device__ GPUCOMM_NOINLINE static bool registered(comm<IBGDAPost> const& c, void const* p, std::size_t bytes,
+                                                     char const* op, verbs_gpu::local_buf* out) {
     if constexpr (GPUCOMM_DEBUG) {
       if (p == nullptr) detail::device_misuse(op, "the local buffer is null");
     }
-    std::uint32_t const count = s.regions->count;
-    for (std::uint32_t i = 0; i < count; ++i) {
-      detail::ibgda_region const& r = s.regions->entries[i];
-      if (within(r.base, r.bytes)) {
-        *out = {static_cast<std::uint64_t>(addr), 0, r.lkey_wire, true};
+    auto const addr = reinterpret_cast<std::uintptr_t>(p);
+    detail::ibgda_regions const& regions = *c.state().regions;
+    for (std::uint32_t i = 0; i < regions.count; ++i) {
+      if (within(addr, bytes, regions.entries[i].base, regions.entries[i].bytes)) {
+        *out = {static_cast<std::uint64_t>(addr), 0, regions.entries[i].lkey_wire, true};
         return true;
       }
     }
@@ -343,7 +351,7 @@ struct IBGDAPost {
 
   /// Takes a free staging slot for the calling thread's group (the leader calls it): tries every
   /// slot from one that depends on the thread, so groups of different warps rarely meet.
-  __device__ static unsigned take_staging_slot(comm<IBGDAPost> const& c, char const* op) {
+  __device__ GPUCOMM_NOINLINE static unsigned take_staging_slot(comm<IBGDAPost> const& c, char const* op) {
     detail::ibgda_staging_slot* const slots = c.state().staging_slots;
     unsigned const thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     unsigned const block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
@@ -369,107 +377,146 @@ struct IBGDAPost {
     return taken;
   }
 
+  /// One thread's share of a copy that `size` threads make together (the caller synchronises
+  /// them): one group type for every staged copy, so the copy is instantiated once.
+  struct copy_share {
+    unsigned rank, size;
+    __device__ unsigned num_threads() const { return size; }
+    __device__ unsigned thread_rank() const { return rank; }
+    __device__ void sync() const {}
+  };
+  __device__ GPUCOMM_NOINLINE static void copy_part(void* to, void const* from, std::size_t len, unsigned rank,
+                                                    unsigned size) {
+    detail::group_copy(copy_share{rank, size}, to, from, len);
+  }
+
+  /// The leader's side of one staged operation. Its steps are out of line and independent of the
+  /// group type: one copy of them per translation unit.
+  struct staging_run {
+    comm<IBGDAPost> const& c;
+    staged_op const& what;
+    verbs_gpu::send_queue const& q;
+    verbs_gpu::remote_buf peer;
+    std::size_t bytes;
+    int pe;
+    unsigned slot_index;
+    bool ok = true;
+    std::uint64_t last = 0;             ///< the last WQE posted
+    std::uint64_t reading[2] = {0, 0};  ///< a get: the read in flight into each half
+
+    static constexpr std::size_t half_bytes = detail::ibgda_staging::half_bytes;
+    __device__ std::size_t chunks() const { return (bytes + half_bytes - 1) / half_bytes; }
+    __device__ std::size_t length(std::size_t k) const {
+      return bytes - k * half_bytes < half_bytes ? bytes - k * half_bytes : half_bytes;
+    }
+    __device__ unsigned char* half(std::size_t k) const {
+      return c.state().staging + (2 * slot_index + (k & 1)) * half_bytes;
+    }
+    __device__ detail::ibgda_staging_slot& slot() const { return c.state().staging_slots[slot_index]; }
+    __device__ bool is_get() const { return what.kind == staged_op::get; }
+
+    /// A get: wait until the NIC has read both halves for an earlier put, then read chunks 0 and 1.
+    __device__ GPUCOMM_NOINLINE void start() {
+      if (!is_get()) return;
+      drain_half(c, slot(), 0, what.name());
+      drain_half(c, slot(), 1, what.name());
+      for (std::size_t k = 0; k < chunks() && k < 2; ++k) reading[k] = post_chunk(k);
+    }
+    /// Before the group copies chunk k: a put waits until the NIC has read the half's previous
+    /// chunk; a get waits for chunk k's read, acquiring its completion (system scope), which the
+    /// group sync that follows extends to the threads that copy it out.
+    __device__ GPUCOMM_NOINLINE void before_copy(std::size_t k) {
+      if (!is_get()) {
+        drain_half(c, slot(), k & 1, what.name());
+      } else if (ok) {
+        ok = finish(q, reading[k & 1], what.name());
+      }
+    }
+    /// After the group copied chunk k (the group sync before this orders the threads' accesses to
+    /// the half before the doorbell, whose system-scope release fence is cumulative over them): a
+    /// put posts it and notes it in the slot; a get reads chunk k + 2 into the half.
+    __device__ GPUCOMM_NOINLINE void after_copy(std::size_t k) {
+      if (is_get()) {
+        if (k + 2 < chunks()) reading[k & 1] = post_chunk(k + 2);
+        return;
+      }
+      std::uint64_t const index = post_chunk(k);
+      if (ok) {
+        slot().pending[k & 1] = index + 1;
+        slot().pending_queue[k & 1] = static_cast<std::uint32_t>(&q - c.state().queues);
+      }
+    }
+    /// A put_signal's signal, a blocking put's wait; then the slot goes back.
+    __device__ GPUCOMM_NOINLINE void end(bool blocking) {
+      if (!is_get()) {
+        if (ok && what.kind == staged_op::put_signal) ok = post_signal(c, q, what.sig, what.value, what.op, pe, &last);
+        if (ok && blocking) ok = finish(q, last, what.name());
+      }
+      // Release: the control words written and the halves read happen before the next user's
+      // take (its acquire).
+      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(slot().lock).fetch_add(1, cuda::memory_order_release);
+    }
+    /// RDMA WRITE of chunk k from its half, or READ into it; its index.
+    __device__ std::uint64_t post_chunk(std::size_t k) {
+      verbs_gpu::local_buf const staging{reinterpret_cast<std::uint64_t>(half(k)),
+                                         static_cast<std::uint32_t>(length(k)), c.state().staging_lkey_wire, true};
+      verbs_gpu::remote_buf const far{peer.addr + k * half_bytes, peer.rkey, true};
+      bool const get = is_get();
+      auto build = [&](verbs_gpu::wqe_slot const& w, std::uint32_t) {
+        return get ? verbs_gpu::build_rdma_read(w, staging, far) : verbs_gpu::build_rdma_write(w, staging, far);
+      };
+      ok = ok && posted(q.post(verbs_gpu::detail::one_thread{}, 1, 1, build, verbs_gpu::post_flags::none, &last),
+                        what.name());
+      return last;
+    }
+  };
+
   /// Waits until the NIC is done with the half's last WQE (a put's RDMA WRITE reading it).
-  __device__ static void drain_half(comm<IBGDAPost> const& c, detail::ibgda_staging_slot& slot, unsigned half,
-                                    char const* op) {
+  __device__ GPUCOMM_NOINLINE static void drain_half(comm<IBGDAPost> const& c, detail::ibgda_staging_slot& slot,
+                                                     unsigned half, char const* op) {
     if (slot.pending[half] == 0) return;
     finish(c.state().queues[slot.pending_queue[half]], slot.pending[half] - 1, op);
     slot.pending[half] = 0;
   }
 
   /// A put, put_signal or get whose local buffer the NIC does not reach, through a staging slot
-  /// (see the header comment). Out of line, one copy per group type: the call sites stay small.
+  /// (see the header comment): the group's part (synchronisation, copies), one small copy per
+  /// group type; the leader's steps are staging_run's.
   template <group G>
   __device__ GPUCOMM_NOINLINE static void staged(comm<IBGDAPost> const& c, G const& g, staged_op const& what,
                                                  void* local_buffer, verbs_gpu::remote_buf peer, std::size_t bytes,
                                                  int pe, bool blocking) {
-    constexpr std::size_t half_bytes = detail::ibgda_staging::half_bytes;
     bool const is_get = what.kind == staged_op::get;
-    char const* const op = what.name();
-    // A local variable is each thread's own: a put sends the leader's, a get fills every thread's.
-    bool const thread_private = __isLocal(local_buffer);
     group_sync(g);
-    unsigned slot_index = is_leader(g) ? take_staging_slot(c, op) : 0;
+    unsigned slot_index = is_leader(g) ? take_staging_slot(c, what.name()) : 0;
     if constexpr (broadcasting_group<G>) slot_index = broadcast_from_leader(g, slot_index);
-    device_state const& s = c.state();
-    detail::ibgda_staging_slot& slot = s.staging_slots[slot_index];
-    unsigned char* const halves = s.staging + slot_index * 2 * half_bytes;
-    auto const& q = queue(c, pe);
-    auto const queue_index = static_cast<std::uint32_t>(&q - s.queues);
-    auto* const mine = static_cast<unsigned char*>(local_buffer);
-    std::size_t const chunks = (bytes + half_bytes - 1) / half_bytes;
-    auto const length = [&](std::size_t k) {
-      return bytes - k * half_bytes < half_bytes ? bytes - k * half_bytes : half_bytes;
-    };
-    // Copies a chunk between the local buffer and a half: the whole group; or, into a local
-    // variable, every thread its own; or one thread where only it may (a put from its local
-    // variable) or only it knows the slot (a group type without shfl).
+    staging_run run{c, what, queue(c, pe), peer, bytes, pe, slot_index};
+    // Who copies: the whole group; or, into a local variable (each thread's own), every thread
+    // its own copy; or one thread, where only it may (a put from its local variable) or only it
+    // knows the slot (a group type without shfl).
+    bool const thread_private = __isLocal(local_buffer);
     bool const whole_group = broadcasting_group<G> && !thread_private;
     bool const every_thread = broadcasting_group<G> && thread_private && is_get;
-    auto const copy = [&](void* to, void const* from, std::size_t len) {
-      if (whole_group) {
-        detail::group_copy(g, to, from, len);
-      } else if (every_thread || is_leader(g)) {
-        detail::group_copy(this_thread(), to, from, len);
-      }
-    };
-    bool ok = true;
-    std::uint64_t last = 0;
-    auto const post_one = [&](std::size_t k) {
-      std::uint64_t const half = reinterpret_cast<std::uint64_t>(halves + (k & 1) * half_bytes);
-      verbs_gpu::local_buf const staging{half, static_cast<std::uint32_t>(length(k)), s.staging_lkey_wire, true};
-      verbs_gpu::remote_buf const far{peer.addr + k * half_bytes, peer.rkey, true};
-      auto build = [&](verbs_gpu::wqe_slot const& w, std::uint32_t) {
-        return is_get ? verbs_gpu::build_rdma_read(w, staging, far) : verbs_gpu::build_rdma_write(w, staging, far);
-      };
-      ok = ok && posted(q.post(verbs_gpu::detail::one_thread{}, 1, 1, build, verbs_gpu::post_flags::none, &last), op);
-      return last;
-    };
-    if (is_get) {
-      // Reads into both halves, then per chunk: wait for it, copy it out, read chunk k + 2 into
-      // its half. The group sync after the copy orders the threads' reads of the half before the
-      // next read's doorbell; the one before it orders the leader's acquire of the completion
-      // before their reads.
-      std::uint64_t reading[2] = {0, 0};
-      if (is_leader(g)) {
-        drain_half(c, slot, 0, op);
-        drain_half(c, slot, 1, op);
-        for (std::size_t k = 0; k < chunks && k < 2; ++k) reading[k] = post_one(k);
-      }
-      for (std::size_t k = 0; k < chunks; ++k) {
-        if (is_leader(g) && ok) ok = finish(q, reading[k & 1], op);
-        group_sync(g);
-        copy(mine + k * half_bytes, halves + (k & 1) * half_bytes, length(k));
-        group_sync(g);
-        if (is_leader(g) && k + 2 < chunks) reading[k & 1] = post_one(k + 2);
-      }
-    } else {
-      // Per chunk: wait until the NIC has read the half's previous chunk, copy this one in, post
-      // it. The group sync after the copy orders the threads' writes of the half before the
-      // leader's doorbell (its system-scope release fence is cumulative over them).
-      for (std::size_t k = 0; k < chunks; ++k) {
-        if (is_leader(g)) drain_half(c, slot, k & 1, op);
-        group_sync(g);
-        copy(halves + (k & 1) * half_bytes, mine + k * half_bytes, length(k));
-        group_sync(g);
-        if (is_leader(g)) {
-          std::uint64_t const index = post_one(k);
-          if (ok) {
-            slot.pending[k & 1] = index + 1;
-            slot.pending_queue[k & 1] = queue_index;
-          }
+    bool const copies = whole_group || every_thread || is_leader(g);
+    unsigned const rank = whole_group ? group_rank(g) : 0;
+    unsigned const size = whole_group ? group_size(g) : 1;
+    auto* const mine = static_cast<unsigned char*>(local_buffer);
+    if (is_leader(g)) run.start();
+    for (std::size_t k = 0; k < run.chunks(); ++k) {
+      if (is_leader(g)) run.before_copy(k);
+      group_sync(g);
+      unsigned char* const at = mine + k * staging_run::half_bytes;
+      if (copies) {
+        if (is_get) {
+          copy_part(at, run.half(k), run.length(k), rank, size);
+        } else {
+          copy_part(run.half(k), at, run.length(k), rank, size);
         }
       }
-      if (is_leader(g) && ok && what.kind == staged_op::put_signal) {
-        ok = post_signal(c, q, what.sig, what.value, what.op, pe, &last);
-      }
-      if (is_leader(g) && ok && blocking) ok = finish(q, last, op);
+      group_sync(g);
+      if (is_leader(g)) run.after_copy(k);
     }
-    if (is_leader(g)) {
-      // Release: our control-word writes and reads of the halves happen before the next user's
-      // take (its acquire).
-      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(slot.lock).fetch_add(1, cuda::memory_order_release);
-    }
+    if (is_leader(g)) run.end(blocking);
     group_sync(g);
   }
 
