@@ -128,11 +128,7 @@ struct IBGDAPost {
       return;
     }
     group_sync(g);
-    if (is_leader(g)) {
-      auto const& q = queue(c, pe);
-      std::uint64_t last = 0;
-      if (post_write(c, q, "put", dst, src, from, bytes, pe, &last) && blocking) finish(q, last, "put");
-    }
+    if (is_leader(g)) lead_write(c, pe, "put", remote(c, dst, pe), src, from, bytes, nullptr, blocking);
     group_sync(g);
   }
 
@@ -146,11 +142,7 @@ struct IBGDAPost {
       return;
     }
     group_sync(g);
-    if (is_leader(g)) {
-      auto const& q = queue(c, pe);
-      std::uint64_t last = 0;
-      if (post_read(c, q, to, src, bytes, pe, &last) && blocking) finish(q, last, "get");
-    }
+    if (is_leader(g)) lead_read(c, pe, to, remote(c, src, pe), bytes, blocking);
     group_sync(g);
   }
 
@@ -166,13 +158,8 @@ struct IBGDAPost {
     }
     group_sync(g);
     if (is_leader(g)) {
-      auto const& q = queue(c, pe);
-      std::uint64_t last = 0;
-      // An empty put_signal still updates the signal.
-      bool const wrote = n == 0 || post_write(c, q, "put_signal", dst, src, from, bytes, pe, &last);
-      if (wrote && post_signal(c, q, sig, value, op, pe, &last) && blocking) {
-        finish(q, last, "put_signal");
-      }
+      signal_update const update{sig, value, op};
+      lead_write(c, pe, "put_signal", remote(c, dst, pe), src, from, bytes, &update, blocking);
     }
     group_sync(g);
   }
@@ -191,32 +178,9 @@ struct IBGDAPost {
   template <atomic_op Op, class T>
   __device__ static T atomic(comm<IBGDAPost> const& c, sym_ptr<T> target, T value, T compare, int pe) {
     static_assert(sizeof(T) == 4 || sizeof(T) == 8, "gpucomm: IBGDAPost atomics take 32- or 64-bit integers");
-    auto const& q = queue(c, pe);
-    verbs_gpu::remote_buf const to = remote(c, target, pe);
     using U = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
-    U const v = cuda::std::bit_cast<U>(value);
-    U const cmpv = cuda::std::bit_cast<U>(compare);
-    constexpr bool fetching = Op != atomic_op::add && Op != atomic_op::set;
-    // What the NIC does for each op: detail/nic_atomics.cuh.
-    auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) -> std::uint32_t {
-      verbs_gpu::local_buf const result =
-          fetching ? claim_result_slot(c, q, s.index, sizeof(T)) : discard_slot(c, sizeof(T));
-      return detail::build_nic_atomic<U>(Op, s, result, to, v, cmpv);
-    };
-    constexpr std::uint32_t wqebbs = detail::nic_atomic_wqebbs(Op, sizeof(T));
-    std::uint64_t index = 0;
-    if (!posted(q.post(verbs_gpu::detail::one_thread{}, wqebbs, 1, build, verbs_gpu::post_flags::none, &index),
-                "atomic")) {
-      return T{};
-    }
-    if constexpr (!fetching) {
-      return T{};
-    } else {
-      bool const completed = finish(q, index, "atomic");
-      U const result = completed ? read_result<U>(c, q, index) : U{};
-      release_result_slot(c, q, index);
-      return cuda::std::bit_cast<T>(result);
-    }
+    return cuda::std::bit_cast<T>(atomic_words<Op, U>(c, remote(c, target, pe), cuda::std::bit_cast<U>(value),
+                                                      cuda::std::bit_cast<U>(compare), pe));
   }
 
   template <group G>
@@ -303,6 +267,34 @@ struct IBGDAPost {
     auto const offset = static_cast<std::uint64_t>(reinterpret_cast<char const*>(p.get()) - s.local_base);
     detail::ibgda_peer const& peer = s.peers[pe];
     return {peer.base + offset, peer.rkey_wire, true};
+  }
+
+  /// atomic()'s work on the word's bits, out of line: one copy per operation and word size.
+  template <atomic_op Op, class U>
+  __device__ GPUCOMM_NOINLINE static U atomic_words(comm<IBGDAPost> const& c, verbs_gpu::remote_buf to, U v, U cmpv,
+                                                    int pe) {
+    auto const& q = queue(c, pe);
+    constexpr bool fetching = Op != atomic_op::add && Op != atomic_op::set;
+    // What the NIC does for each op: detail/nic_atomics.cuh.
+    auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) -> std::uint32_t {
+      verbs_gpu::local_buf const result =
+          fetching ? claim_result_slot(c, q, s.index, sizeof(U)) : discard_slot(c, sizeof(U));
+      return detail::build_nic_atomic<U>(Op, s, result, to, v, cmpv);
+    };
+    constexpr std::uint32_t wqebbs = detail::nic_atomic_wqebbs(Op, sizeof(U));
+    std::uint64_t index = 0;
+    if (!posted(q.post(verbs_gpu::detail::one_thread{}, wqebbs, 1, build, verbs_gpu::post_flags::none, &index),
+                "atomic")) {
+      return U{};
+    }
+    if constexpr (!fetching) {
+      return U{};
+    } else {
+      bool const completed = finish(q, index, "atomic");
+      U const result = completed ? read_result<U>(c, q, index) : U{};
+      release_result_slot(c, q, index);
+      return result;
+    }
   }
 
   /// Whether the NIC reaches [p, p + bytes) of local memory (the local heap, or a registered
@@ -590,15 +582,49 @@ struct IBGDAPost {
     return posted(q.wait_complete(index), op);
   }
 
-  /// RDMA WRITE of `bytes` from `src` to dst at pe, in 1 GiB chunks, or inline when small. The
-  /// index of the last WQE goes to *last. False when nothing was posted or the QP failed.
-  /// `from`: where the NIC reads src (nic_reaches), unless the write goes inline.
-  template <class T>
-  __device__ static bool post_write(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q, char const* op,
-                                    sym_ptr<T> dst, T const* src, verbs_gpu::local_buf const& from, std::size_t bytes,
-                                    int pe, std::uint64_t* last) {
+  /// A put_signal's signal update.
+  struct signal_update {
+    sym_ptr<signal_t> sig;
+    signal_t value;
+    signal_op op;
+  };
+
+  /// The leader's part of put and put_signal: the RDMA WRITE, then the signal when there is one
+  /// (an empty put_signal still updates it), then the wait when blocking. Out of line and
+  /// independent of the element type: one copy per translation unit.
+  __device__ GPUCOMM_NOINLINE static void lead_write(comm<IBGDAPost> const& c, int pe, char const* op,
+                                                     verbs_gpu::remote_buf to, void const* src,
+                                                     verbs_gpu::local_buf const& from, std::size_t bytes,
+                                                     signal_update const* signal, bool blocking) {
+    auto const& q = queue(c, pe);
+    std::uint64_t last = 0;
+    bool const wrote = post_write(q, op, to, src, from, bytes, &last);
+    bool const done = signal == nullptr ? wrote
+                                        : (wrote || bytes == 0) &&
+                                              post_signal(c, q, signal->sig, signal->value, signal->op, pe, &last);
+    if (done && blocking) finish(q, last, op);
+  }
+
+  /// The leader's part of get: RDMA READ into `to` (nic_reaches), the wait when blocking. Out of line.
+  __device__ GPUCOMM_NOINLINE static void lead_read(comm<IBGDAPost> const& c, int pe, verbs_gpu::local_buf const& to,
+                                                    verbs_gpu::remote_buf from, std::size_t bytes, bool blocking) {
+    if (bytes == 0) return;
+    auto const& q = queue(c, pe);
+    std::uint64_t last = 0;
+    bool const read =
+        post_chunked(q, "get", bytes, &last, [&](verbs_gpu::wqe_slot const& s, std::size_t at, std::uint32_t len) {
+          return verbs_gpu::build_rdma_read(s, {to.addr + at, len, to.lkey, true}, {from.addr + at, from.rkey, true});
+        });
+    if (read && blocking) finish(q, last, "get");
+  }
+
+  /// RDMA WRITE of `bytes` from `src` to `to`, in 1 GiB chunks, or inline when small. The index of
+  /// the last WQE goes to *last. False when nothing was posted or the QP failed. `from`: where the
+  /// NIC reads src (nic_reaches), unless the write goes inline.
+  __device__ static bool post_write(verbs_gpu::send_queue const& q, char const* op, verbs_gpu::remote_buf to,
+                                    void const* src, verbs_gpu::local_buf const& from, std::size_t bytes,
+                                    std::uint64_t* last) {
     if (bytes == 0) return false;
-    verbs_gpu::remote_buf const to = remote(c, dst, pe);
     if (bytes <= inline_bytes) {
       auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) {
         return verbs_gpu::build_rdma_write_inline(s, src, static_cast<std::uint32_t>(bytes), to);
@@ -607,18 +633,6 @@ struct IBGDAPost {
     }
     return post_chunked(q, op, bytes, last, [&](verbs_gpu::wqe_slot const& s, std::size_t at, std::uint32_t len) {
       return verbs_gpu::build_rdma_write(s, {from.addr + at, len, from.lkey, true}, {to.addr + at, to.rkey, true});
-    });
-  }
-
-  /// `to`: where the NIC writes dst (nic_reaches).
-  template <class T>
-  __device__ static bool post_read(comm<IBGDAPost> const& c, verbs_gpu::send_queue const& q,
-                                   verbs_gpu::local_buf const& to, sym_ptr<T const> src, std::size_t bytes, int pe,
-                                   std::uint64_t* last) {
-    if (bytes == 0) return false;
-    verbs_gpu::remote_buf const from = remote(c, src, pe);
-    return post_chunked(q, "get", bytes, last, [&](verbs_gpu::wqe_slot const& s, std::size_t at, std::uint32_t len) {
-      return verbs_gpu::build_rdma_read(s, {to.addr + at, len, to.lkey, true}, {from.addr + at, from.rkey, true});
     });
   }
 
