@@ -263,6 +263,7 @@ struct IBGDAPost {
   /// PE pe's copy of p, as the NIC addresses it.
   template <class T>
   __device__ static verbs_gpu::remote_buf remote(comm<IBGDAPost> const& c, sym_ptr<T> p, int pe) {
+    detail::check_pe(pe, c.npes());  // before peers[pe] is read
     device_state const& s = c.state();
     auto const offset = static_cast<std::uint64_t>(reinterpret_cast<char const*>(p.get()) - s.local_base);
     detail::ibgda_peer const& peer = s.peers[pe];
