@@ -2,9 +2,10 @@
 // OpenSHMEM implementation's own suite (hello, element-wise put and get, non-blocking forms with
 // quiet, put_signal and signal with waits, every atomic, a lock by compare_swap, fence ordering,
 // barriers in a loop, block and warp groups, local buffers in shared memory, an all-to-all and a
-// broadcast), each a separate kernel, as a user's program would have them. It is compiled, never
-// run: scripts/compile-cost.sh --program measures it per transport (GPUCOMM_TEST_TRANSPORT: 1
-// NVLinkStore, 2 IBGDAPost, 3 route<NVLinkStore, IBGDAPost>).
+// broadcast), each a separate kernel as a user's program would have them; the typed ones for eight
+// element types (75 kernels in all). It is compiled, never run:
+//   scripts/compile-cost.sh --sources benchmarks/compile/twenty_kernels.cu
+// measures it per transport (GPUCOMM_TEST_TRANSPORT: 1 NVLinkStore, 2 IBGDAPost, 3 route).
 #include <cooperative_groups.h>
 #include <gpucomm/gpucomm.cuh>
 
