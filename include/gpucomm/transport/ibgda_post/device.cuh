@@ -168,10 +168,7 @@ struct IBGDAPost {
   __device__ static void signal(comm<IBGDAPost> const& c, G const& g, sym_ptr<signal_t> sig, signal_t value,
                                 signal_op op, int pe) {
     group_sync(g);
-    if (is_leader(g)) {
-      std::uint64_t last = 0;
-      post_signal(c, queue(c, pe), sig, value, op, pe, &last);
-    }
+    if (is_leader(g)) lead_signal(c, sig, value, op, pe);
   }
 
   /// Called by the group's leader only (comm.cuh).
@@ -186,27 +183,14 @@ struct IBGDAPost {
   template <group G>
   __device__ static void fence(comm<IBGDAPost> const& c, G const& g) {
     group_sync(g);
-    if (is_leader(g)) {
-      for (int pe = 0; pe < c.npes(); ++pe) {
-        auto const& q = queue(c, pe);
-        if (!in_flight(q)) continue;
-        // Unsignalled and not rung: the group's next WQE on this QP rings for it (a doorbell
-        // covers every WQE before it), and quiet flushes it otherwise.
-        posted(q.post(verbs_gpu::detail::one_thread{}, 1, 1, verbs_gpu::detail::nop_builder{},
-                      verbs_gpu::post_flags::fence | verbs_gpu::post_flags::unsignaled |
-                          verbs_gpu::post_flags::defer_doorbell),
-               "fence");
-      }
-    }
+    if (is_leader(g)) lead_fence(c);
     group_sync(g);
   }
 
   template <group G>
   __device__ static void quiet(comm<IBGDAPost> const& c, G const& g) {
     group_sync(g);
-    if (is_leader(g)) {
-      for (int pe = 0; pe < c.npes(); ++pe) quiet_queue(queue(c, pe));
-    }
+    if (is_leader(g)) lead_quiet(c);
     group_sync(g);
   }
 
@@ -604,6 +588,32 @@ struct IBGDAPost {
                                         : (wrote || bytes == 0) &&
                                               post_signal(c, q, signal->sig, signal->value, signal->op, pe, &last);
     if (done && blocking) finish(q, last, op);
+  }
+
+  /// The leader's part of signal: one atomic WQE. Out of line: one copy per translation unit.
+  __device__ GPUCOMM_NOINLINE static void lead_signal(comm<IBGDAPost> const& c, sym_ptr<signal_t> sig, signal_t value,
+                                                      signal_op op, int pe) {
+    std::uint64_t last = 0;
+    post_signal(c, queue(c, pe), sig, value, op, pe, &last);
+  }
+
+  /// The leader's part of fence: a fencing NOP on each of the group's QPs with work in flight.
+  /// Unsignalled and not rung: the group's next WQE on that QP rings for it (a doorbell covers every
+  /// WQE before it), and quiet flushes it otherwise. Out of line.
+  __device__ GPUCOMM_NOINLINE static void lead_fence(comm<IBGDAPost> const& c) {
+    for (int pe = 0; pe < c.npes(); ++pe) {
+      auto const& q = queue(c, pe);
+      if (!in_flight(q)) continue;
+      posted(q.post(verbs_gpu::detail::one_thread{}, 1, 1, verbs_gpu::detail::nop_builder{},
+                    verbs_gpu::post_flags::fence | verbs_gpu::post_flags::unsignaled |
+                        verbs_gpu::post_flags::defer_doorbell),
+             "fence");
+    }
+  }
+
+  /// The leader's part of quiet: every one of the group's QPs complete. Out of line.
+  __device__ GPUCOMM_NOINLINE static void lead_quiet(comm<IBGDAPost> const& c) {
+    for (int pe = 0; pe < c.npes(); ++pe) quiet_queue(queue(c, pe));
   }
 
   /// The leader's part of get: RDMA READ into `to` (nic_reaches), the wait when blocking. Out of line.
