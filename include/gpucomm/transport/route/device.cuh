@@ -10,6 +10,14 @@
 // then reads one byte of a per-PE table and runs that leg's code. Nothing else is dispatched at
 // run time.
 //
+// Cost. Every operation below (put, get, put_signal, signal, the atomics, fence, quiet) is one
+// out-of-line function per group type and element type (atomics: per operation and type), holding
+// the dispatch and every leg's code. A kernel's call site is one call, however many legs there
+// are; inlining both legs at every site made route's code several times a leg's (the op suite:
+// 2.7x IBGDAPost's PTX, now 1.4x; docs/benchmarks.md, "Compile cost"). The price is that call on
+// the NVLinkStore leg too, where NVLinkStore alone stores inline: a few instructions and the
+// calling convention's register traffic per operation, no more memory traffic.
+//
 // Atomicity domains. Atomics of different legs do not mix on one word (NVLink atomics are not
 // atomic with the NIC's). So every atomic and every signal update on PE t's memory, from any PE
 // including t, goes through one leg: the latest leg in the list that some PE needs to reach t.
@@ -99,29 +107,32 @@ struct route {
 
   struct device_state {
     detail::leg_states<Legs...> legs;
-    std::uint8_t const* leg_of = nullptr;     ///< [pe]: the leg that carries this PE's data to pe
-    std::uint8_t const* domain_of = nullptr;  ///< [pe]: the leg of every atomic and signal on pe's memory
+    std::uint8_t const* leg_of = nullptr;  ///< [pe]: the leg that carries this PE's data to pe
+    /// [pe]: the leg of every atomic and signal on pe's memory: the latest leg any PE uses to
+    /// reach pe, so never before this PE's leg_of[pe] (the device code relies on that).
+    std::uint8_t const* domain_of = nullptr;
   };
   using host_state = detail::route_host<Legs...>;
 
 #if defined(__CUDACC__)
   template <group G, class T>
-  __device__ static void put(auto const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n, int pe,
-                             bool blocking) {
+  __device__ GPUCOMM_NOINLINE static void put(auto const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
+                                              int pe, bool blocking) {
     on_leg(c, c.state().leg_of[pe],
            [&]<class Leg>(comm<Leg> const& lc) { Leg::put(lc, g, dst, src, n, pe, blocking); });
   }
 
   template <group G, class T>
-  __device__ static void get(auto const& c, G const& g, T* dst, sym_ptr<T const> src, std::size_t n, int pe,
-                             bool blocking) {
+  __device__ GPUCOMM_NOINLINE static void get(auto const& c, G const& g, T* dst, sym_ptr<T const> src, std::size_t n,
+                                              int pe, bool blocking) {
     on_leg(c, c.state().leg_of[pe],
            [&]<class Leg>(comm<Leg> const& lc) { Leg::get(lc, g, dst, src, n, pe, blocking); });
   }
 
   template <group G, class T>
-  __device__ static void put_signal(auto const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
-                                    sym_ptr<signal_t> sig, signal_t value, signal_op op, int pe, bool blocking) {
+  __device__ GPUCOMM_NOINLINE static void put_signal(auto const& c, G const& g, sym_ptr<T> dst, T const* src,
+                                                     std::size_t n, sym_ptr<signal_t> sig, signal_t value, signal_op op,
+                                                     int pe, bool blocking) {
     unsigned const data = c.state().leg_of[pe];
     unsigned const domain = c.state().domain_of[pe];
     if (data == domain) {
@@ -130,25 +141,26 @@ struct route {
       });
       return;
     }
-    on_leg(c, data, [&]<class Leg>(comm<Leg> const& lc) {
+    // Here data < domain (device_state says why): no other pair of legs is compiled.
+    on_leg<0, last_leg>(c, data, [&]<class Leg>(comm<Leg> const& lc) {
       Leg::put(lc, g, dst, src, n, pe, blocking);
       Leg::quiet(lc, g);  // the data is visible before the other leg's signal
     });
-    on_leg(c, domain, [&]<class Leg>(comm<Leg> const& lc) { Leg::signal(lc, g, sig, value, op, pe); });
+    on_leg<1, leg_count>(c, domain, [&]<class Leg>(comm<Leg> const& lc) { Leg::signal(lc, g, sig, value, op, pe); });
   }
 
   template <group G>
-  __device__ static void signal(auto const& c, G const& g, sym_ptr<signal_t> sig, signal_t value, signal_op op,
-                                int pe) {
+  __device__ GPUCOMM_NOINLINE static void signal(auto const& c, G const& g, sym_ptr<signal_t> sig, signal_t value,
+                                                 signal_op op, int pe) {
     unsigned const data = c.state().leg_of[pe];
     unsigned const domain = c.state().domain_of[pe];
-    if (data != domain) on_leg(c, data, [&]<class Leg>(comm<Leg> const& lc) { Leg::quiet(lc, g); });
+    if (data != domain) on_leg<0, last_leg>(c, data, [&]<class Leg>(comm<Leg> const& lc) { Leg::quiet(lc, g); });
     on_leg(c, domain, [&]<class Leg>(comm<Leg> const& lc) { Leg::signal(lc, g, sig, value, op, pe); });
   }
 
   /// Called by the group's leader only (comm.cuh).
   template <atomic_op Op, class T>
-  __device__ static T atomic(auto const& c, sym_ptr<T> target, T value, T compare, int pe) {
+  __device__ GPUCOMM_NOINLINE static T atomic(auto const& c, sym_ptr<T> target, T value, T compare, int pe) {
     T old{};
     on_leg(c, c.state().domain_of[pe],
            [&]<class Leg>(comm<Leg> const& lc) { old = Leg::template atomic<Op>(lc, target, value, compare, pe); });
@@ -156,18 +168,18 @@ struct route {
   }
 
   template <group G>
-  __device__ static void fence(auto const& c, G const& g) {
+  __device__ GPUCOMM_NOINLINE static void fence(auto const& c, G const& g) {
     each_leg(c, [&]<class Leg>(comm<Leg> const& lc) { contract::fence(lc, g); });
   }
 
   template <group G>
-  __device__ static void quiet(auto const& c, G const& g) {
+  __device__ GPUCOMM_NOINLINE static void quiet(auto const& c, G const& g) {
     each_leg(c, [&]<class Leg>(comm<Leg> const& lc) { Leg::quiet(lc, g); });
   }
 
   /// What the contract's barrier completes first: each leg's quiet_pe where it has one, else its quiet.
   template <group G>
-  __device__ static void quiet_pe(auto const& c, G const& g) {
+  __device__ GPUCOMM_NOINLINE static void quiet_pe(auto const& c, G const& g) {
     each_leg(c, [&]<class Leg>(comm<Leg> const& lc) {
       if constexpr (provides_quiet_pe<Leg>)
         Leg::quiet_pe(lc, g);
@@ -199,11 +211,17 @@ struct route {
   }
 
  private:
-  /// Runs f(leg's comm) for the leg numbered `leg`.
-  template <class F>
+  static constexpr std::size_t leg_count = sizeof...(Legs);
+  static constexpr std::size_t last_leg = leg_count - 1;
+
+  /// Runs f(leg's comm) for the leg numbered `leg`, which the caller knows is in [First, End):
+  /// only those legs' code is compiled.
+  template <std::size_t First = 0, std::size_t End = leg_count, class F>
   __device__ static void on_leg(auto const& c, unsigned leg, F&& f) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) { ((leg == I ? (void)f(leg_comm<I>(c)) : (void)0), ...); }
-    (std::index_sequence_for<Legs...>{});
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((leg == First + I ? (void)f(leg_comm<First + I>(c)) : (void)0), ...);
+    }
+    (std::make_index_sequence<End - First>{});
   }
   template <class F>
   __device__ static void each_leg(auto const& c, F&& f) {
