@@ -5,7 +5,7 @@
 # same machine in the same run, so drift affects both alike. With one GPU the two PEs share it:
 # figures are smoke, for before/after comparison only.
 #
-#   scripts/latency-ab.sh A_DIR B_DIR OUT_DIR [ROUNDS]
+#   [LATENCY_AB_CASES="put_latency ..."] scripts/latency-ab.sh A_DIR B_DIR OUT_DIR [ROUNDS]
 #
 # Writes OUT_DIR/{a,b}.jsonl (the harness's rows, one file per tree, all rounds) and prints the
 # median per case and variant of each side.
@@ -18,10 +18,10 @@ mkdir -p "$out"
 build() {  # tree -> binary
   local tree=$1 bin=$2
   "$nvcc" -std=c++20 -O3 -arch=sm_90 -lineinfo -DGPUCOMM_DEBUG=0 -I"$tree/include" \
-    "$tree"/benchmarks/gpucomm/{main,bw,latency,sync}.cu -o "$bin"
+    "$tree"/benchmarks/gpucomm/*.cu -lcuda -o "$bin"  # every case file: main.cu lists them all
 }
 build "$a" "$out/bench_a" & build "$b" "$out/bench_b" & wait
-cases="put_latency p_latency atomic_latency put_signal_pingpong barrier"
+cases=${LATENCY_AB_CASES:-"put_latency p_latency atomic_latency put_signal_pingpong barrier"}
 : > "$out/a.jsonl"; : > "$out/b.jsonl"
 for ((r = 0; r < rounds; ++r)); do
   for side in a b; do

@@ -10,15 +10,16 @@
 // then reads one byte of a per-PE table and runs that leg's code. Nothing else is dispatched at
 // run time.
 //
-// Cost. put, get and put_signal are each one out-of-line function per group type and element type,
-// holding the dispatch and every leg's code: a kernel's call site is one call, however many legs
-// there are. Inlining both legs' copies at every site made route's code several times a leg's (the
-// op suite: 2.7x IBGDAPost's PTX, now under 1.5x; docs/benchmarks.md, "Compile cost"). The price
-// is that call on the NVLinkStore leg too, where NVLinkStore alone copies inline: a few
-// instructions and the calling convention's register traffic per operation, no more memory
-// traffic. signal, the atomics, fence and quiet stay inline: small on both legs, and with them out
-// of line as well, the route soak (tests/gpu/ops/soak.cu) read stale data on an H100 at 1 and 4 PEs,
-// while either half out of line alone passed. The cause is not found; until it is, they stay inline.
+// Cost. put, get and put_signal are each one out-of-line function per group type (on bytes: the
+// element type only sizes the transfer), holding the dispatch and every leg's code: a kernel's call
+// site is one call, however many legs there are. Inlining both legs' copies at every site made
+// route's code several times a leg's (the op suite: 2.7x IBGDAPost's PTX, now under 1.5x;
+// docs/benchmarks.md, "Compile cost"). The price is that call on the NVLinkStore leg too, where
+// NVLinkStore alone copies inline: a few instructions and the calling convention's register traffic
+// per operation, no more memory traffic. signal, the atomics, fence and quiet stay inline: small on
+// both legs, and with them out of line as well, the route soak (tests/gpu/ops/soak.cu) read stale
+// data on an H100 at 1 and 4 PEs, while either half out of line alone passed. The cause is not
+// found; until it is, they stay inline.
 //
 // Atomicity domains. Atomics of different legs do not mix on one word (NVLink atomics are not
 // atomic with the NIC's). So every atomic and every signal update on PE t's memory, from any PE
@@ -118,37 +119,22 @@ struct route {
 
 #if defined(__CUDACC__)
   template <group G, class T>
-  __device__ GPUCOMM_NOINLINE static void put(auto const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
-                                              int pe, bool blocking) {
-    on_leg(c, c.state().leg_of[pe],
-           [&]<class Leg>(comm<Leg> const& lc) { Leg::put(lc, g, dst, src, n, pe, blocking); });
+  __device__ static void put(auto const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n, int pe,
+                             bool blocking) {
+    put_bytes(c, g, sym_ptr_cast<byte>(dst), reinterpret_cast<byte const*>(src), n * sizeof(T), pe, blocking);
   }
 
   template <group G, class T>
-  __device__ GPUCOMM_NOINLINE static void get(auto const& c, G const& g, T* dst, sym_ptr<T const> src, std::size_t n,
-                                              int pe, bool blocking) {
-    on_leg(c, c.state().leg_of[pe],
-           [&]<class Leg>(comm<Leg> const& lc) { Leg::get(lc, g, dst, src, n, pe, blocking); });
+  __device__ static void get(auto const& c, G const& g, T* dst, sym_ptr<T const> src, std::size_t n, int pe,
+                             bool blocking) {
+    get_bytes(c, g, reinterpret_cast<byte*>(dst), sym_ptr_cast<byte const>(src), n * sizeof(T), pe, blocking);
   }
 
   template <group G, class T>
-  __device__ GPUCOMM_NOINLINE static void put_signal(auto const& c, G const& g, sym_ptr<T> dst, T const* src,
-                                                     std::size_t n, sym_ptr<signal_t> sig, signal_t value, signal_op op,
-                                                     int pe, bool blocking) {
-    unsigned const data = c.state().leg_of[pe];
-    unsigned const domain = c.state().domain_of[pe];
-    if (data == domain) {
-      on_leg(c, data, [&]<class Leg>(comm<Leg> const& lc) {
-        contract::put_signal(lc, g, dst, src, n, sig, value, op, pe, blocking);
-      });
-      return;
-    }
-    // Here data < domain (device_state says why): no other pair of legs is compiled.
-    on_leg<0, last_leg>(c, data, [&]<class Leg>(comm<Leg> const& lc) {
-      Leg::put(lc, g, dst, src, n, pe, blocking);
-      Leg::quiet(lc, g);  // the data is visible before the other leg's signal
-    });
-    on_leg<1, leg_count>(c, domain, [&]<class Leg>(comm<Leg> const& lc) { Leg::signal(lc, g, sig, value, op, pe); });
+  __device__ static void put_signal(auto const& c, G const& g, sym_ptr<T> dst, T const* src, std::size_t n,
+                                    sym_ptr<signal_t> sig, signal_t value, signal_op op, int pe, bool blocking) {
+    put_signal_bytes(c, g, sym_ptr_cast<byte>(dst), reinterpret_cast<byte const*>(src), n * sizeof(T), sig, value, op,
+                     pe, blocking);
   }
 
   template <group G>
@@ -213,6 +199,45 @@ struct route {
   }
 
  private:
+  /// put, get and put_signal as bytes, out of line: one function per group type, holding the
+  /// dispatch and every leg's code (the header's "Cost" says why). Every leg moves bytes: the
+  /// element type only sized the transfer.
+  using byte = unsigned char;
+
+  template <group G>
+  __device__ GPUCOMM_NOINLINE static void put_bytes(auto const& c, G const& g, sym_ptr<byte> dst, byte const* src,
+                                                    std::size_t bytes, int pe, bool blocking) {
+    on_leg(c, c.state().leg_of[pe],
+           [&]<class Leg>(comm<Leg> const& lc) { Leg::put(lc, g, dst, src, bytes, pe, blocking); });
+  }
+
+  template <group G>
+  __device__ GPUCOMM_NOINLINE static void get_bytes(auto const& c, G const& g, byte* dst, sym_ptr<byte const> src,
+                                                    std::size_t bytes, int pe, bool blocking) {
+    on_leg(c, c.state().leg_of[pe],
+           [&]<class Leg>(comm<Leg> const& lc) { Leg::get(lc, g, dst, src, bytes, pe, blocking); });
+  }
+
+  template <group G>
+  __device__ GPUCOMM_NOINLINE static void put_signal_bytes(auto const& c, G const& g, sym_ptr<byte> dst,
+                                                           byte const* src, std::size_t bytes, sym_ptr<signal_t> sig,
+                                                           signal_t value, signal_op op, int pe, bool blocking) {
+    unsigned const data = c.state().leg_of[pe];
+    unsigned const domain = c.state().domain_of[pe];
+    if (data == domain) {
+      on_leg(c, data, [&]<class Leg>(comm<Leg> const& lc) {
+        contract::put_signal(lc, g, dst, src, bytes, sig, value, op, pe, blocking);
+      });
+      return;
+    }
+    // Here data < domain (device_state says why): no other pair of legs is compiled.
+    on_leg<0, last_leg>(c, data, [&]<class Leg>(comm<Leg> const& lc) {
+      Leg::put(lc, g, dst, src, bytes, pe, blocking);
+      Leg::quiet(lc, g);  // the data is visible before the other leg's signal
+    });
+    on_leg<1, leg_count>(c, domain, [&]<class Leg>(comm<Leg> const& lc) { Leg::signal(lc, g, sig, value, op, pe); });
+  }
+
   static constexpr std::size_t leg_count = sizeof...(Legs);
   static constexpr std::size_t last_leg = leg_count - 1;
 
