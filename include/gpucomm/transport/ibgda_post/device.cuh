@@ -77,6 +77,7 @@
 #include <type_traits>
 
 #include "../../comm.cuh"
+#include "../../detail/copy.cuh"
 #include "../../detail/device_check.cuh"
 #include "../../group.cuh"
 #include "../../ops.hpp"
