@@ -102,7 +102,6 @@ class ibgda_host {
     verbs_gpu::model::memory_key const key =
         nic_->register_memory(l.pd, b.ptr, b.bytes, verbs_gpu::model::local_write, nullptr, b.cuda_device);
     l.registered.push_back({reinterpret_cast<std::uint64_t>(b.ptr), b.bytes, verbs_gpu::to_be32(key.lkey), 0});
-    l.registered_lkeys.push_back(key.lkey);
     upload_regions(l);
   }
 
@@ -110,9 +109,8 @@ class ibgda_host {
     local& l = local_of(b.pe);
     for (std::size_t i = 0; i < l.registered.size(); ++i) {
       if (l.registered[i].base != reinterpret_cast<std::uint64_t>(b.ptr)) continue;
-      nic_->deregister_memory(l.registered_lkeys[i]);
+      nic_->deregister_memory(verbs_gpu::from_be32(l.registered[i].lkey_wire));
       l.registered.erase(l.registered.begin() + static_cast<std::ptrdiff_t>(i));
-      l.registered_lkeys.erase(l.registered_lkeys.begin() + static_cast<std::ptrdiff_t>(i));
       upload_regions(l);
       return;
     }
@@ -182,7 +180,6 @@ class ibgda_host {
     verbs_gpu::model::memory_key staging_key{};
     ibgda_regions* regions = nullptr;      // the device's table of registered buffers
     std::vector<ibgda_region> registered;  // what it holds
-    std::vector<std::uint32_t> registered_lkeys;
   };
 
   void upload_regions(local const& l) {
