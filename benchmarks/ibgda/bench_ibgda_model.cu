@@ -167,6 +167,7 @@ int main(int argc, char** argv) try {
     auto area = w.alloc<unsigned char>(2 * most);  // [0, most): the peer's side; [most, 2 most): a heap buffer
     unsigned char* registered = nullptr;
     unsigned char* staged = nullptr;
+    BENCH_CUDA(cudaSetDevice(w.device(0)));  // PE 0's GPU: register_buffer refuses memory of another
     BENCH_CUDA(cudaMalloc(&registered, most));
     BENCH_CUDA(cudaMalloc(&staged, most));
     BENCH_CUDA(cudaMemset(registered, 1, most));

@@ -1,7 +1,7 @@
 // The host runtime on real GPUs: world construction in this process's mode, the symmetric heap's
 // layout and errors (size mismatch, exhaustion, double free, foreign pointers), several worlds in
-// one process, NVLinkStore refusing peers it cannot reach, and a kernel from this translation unit
-// next to kernels from the others (no -rdc).
+// one process, world calls keeping the caller's current device, NVLinkStore refusing peers it
+// cannot reach, and a kernel from this translation unit next to kernels from the others (no -rdc).
 #include "harness.cuh"
 
 #include <cstring>
@@ -155,6 +155,51 @@ TEST_CASE("several worlds live in one process", "[gpu][world]") {
   });
   b.reset();
   other.reset();
+}
+
+// A world call that visits several GPUs (set-up, mapping a heap block, tear-down) must not leave
+// the caller on another one: code after it (a cudaMalloc, a launch without a stream) would land on
+// the wrong GPU. Only a process with PEs on two GPUs or more can see a slip; with one GPU it passes.
+TEST_CASE("world calls leave the calling thread's current device as they found it", "[gpu][world]") {
+  auto& w = gpucomm::test::the_world();
+  auto const current = [] {
+    int d = -1;
+    GPUCOMM_TEST_CUDA(cudaGetDevice(&d));
+    return d;
+  };
+  for (int pe : w.local_pes()) {
+    int const mine = w.device(pe);
+    INFO("current device " << mine << " (PE " << pe << "'s)");
+    GPUCOMM_TEST_CUDA(cudaSetDevice(mine));
+    auto other = gpucomm::test::make_world();
+    CHECK(current() == mine);
+    (void)other->comm<gpucomm::NVLinkStore>(other->local_pes().back());  // the transport's set-up
+    CHECK(current() == mine);
+    auto block = w.alloc<std::uint64_t>(1024);
+    CHECK(current() == mine);
+    block.reset();
+    CHECK(current() == mine);
+    w.synchronize();
+    CHECK(current() == mine);
+    gpucomm::team const t = w.team_split(w.team_world(), 0, 1, w.npes());
+    CHECK(current() == mine);
+    w.team_destroy(t);
+    CHECK(current() == mine);
+    int const last = w.local_pes().back();
+    void* buffer = nullptr;
+    GPUCOMM_TEST_CUDA(cudaSetDevice(w.device(last)));
+    GPUCOMM_TEST_CUDA(cudaMalloc(&buffer, 4096));
+    GPUCOMM_TEST_CUDA(cudaSetDevice(mine));
+    w.register_buffer(last, buffer, 4096);
+    CHECK(current() == mine);
+    w.unregister_buffer(last, buffer);
+    CHECK(current() == mine);
+    GPUCOMM_TEST_CUDA(cudaSetDevice(w.device(last)));
+    GPUCOMM_TEST_CUDA(cudaFree(buffer));
+    GPUCOMM_TEST_CUDA(cudaSetDevice(mine));
+    other.reset();
+    CHECK(current() == mine);
+  }
 }
 
 TEST_CASE("NVLinkStore refuses a world in which a peer cannot be reached by load/store", "[gpu][world][errors]") {

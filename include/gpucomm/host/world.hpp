@@ -114,6 +114,7 @@ class world {
   explicit world(std::vector<int> devices = {}, world_options options = {}) {
     constexpr char const* call = "world (single process)";
     widen_hardware_queues();
+    detail::current_device_guard const keep;  // set-up visits every GPU listed
     int count = 0;
     cudaError_t const rc = cudaGetDeviceCount(&count);
     if (rc == cudaErrorNoDevice || rc == cudaErrorInsufficientDriver || (rc == cudaSuccess && count == 0)) {
@@ -152,6 +153,7 @@ class world {
       : boot_(std::forward<B>(boot)) {
     constexpr char const* call = "world (one process per GPU)";
     widen_hardware_queues();
+    detail::current_device_guard const keep;
     int const rank = boot_.rank();
     npes_ = boot_.size();
     // Checks that need no GPU come first, and are collective, so every process fails together.
@@ -182,6 +184,7 @@ class world {
   world& operator=(world const&) = delete;
 
   ~world() {
+    detail::current_device_guard const keep;  // tear-down visits every local GPU
     sync_hooks_.clear();
     free_hooks_.clear();
     buffer_hooks_.clear();
@@ -234,6 +237,7 @@ class world {
   /// n elements of T on every PE; returns the first local PE's view (see view()). Free with deallocate.
   template <class T>
   sym_ptr<T> allocate(std::size_t n) {
+    detail::current_device_guard const keep;  // mapping the block visits every local GPU
     // n * sizeof(T) past SIZE_MAX would wrap to a small block that kernels then overrun.
     bool const overflows = n > std::numeric_limits<std::size_t>::max() / sizeof(T);
     std::size_t const offset =
@@ -250,6 +254,7 @@ class world {
   /// copy frees the new block, as with free().
   template <class T>
   void deallocate(sym_ptr<T> p) {
+    detail::current_device_guard const keep;
     for (auto const& finish : free_hooks_) finish();  // a proxy's copies may still read the block
     heap_->deallocate(offset_in_any_local_slot(p.get()), "world::deallocate");
   }
@@ -286,6 +291,9 @@ class world {
   void register_buffer(int pe, void const* ptr, std::size_t bytes) {
     char const* const call = "world::register_buffer";
     device(pe);  // throws for a PE this process does not own
+
+    // A transport registers the buffer on pe's GPU; the caller's current device stays.
+    detail::current_device_guard const keep;
     if (ptr == nullptr || bytes == 0) {
       throw error(call, pe, ptr == nullptr ? "the buffer is null" : "the buffer has no bytes",
                   "pass the first byte and the size of a cudaMalloc'd or pinned host buffer");
@@ -322,6 +330,7 @@ class world {
 
   /// Undoes register_buffer(pe, ptr, ...), once the kernels that use the buffer have finished.
   void unregister_buffer(int pe, void const* ptr) {
+    detail::current_device_guard const keep;
     device(pe);
     auto const it =
         std::find_if(buffers_.begin(), buffers_.end(), [&](auto const& b) { return b.pe == pe && b.ptr == ptr; });
