@@ -99,9 +99,10 @@ class Line:
     """One line of the headline table: gpucomm's value, the peer's, the reference and the target."""
 
     def __init__(self, what, g, peer=None, peer_name="NVSHMEM", ref="", target=None, higher=True, unit="",
-                 g_where="", peer_where="", fmt_value=None, fmt_target=None):
+                 g_where="", peer_where="", fmt_value=None, fmt_target=None, wanted=""):
+        """wanted: the target in words, for a target relative to a figure this run lacks (then "not measured")."""
         self.what, self.g, self.peer, self.peer_name = what, g, peer, peer_name
-        self.ref, self.target, self.higher, self.unit = ref, target, higher, unit
+        self.ref, self.target, self.higher, self.unit, self.wanted = ref, target, higher, unit, wanted
         self.g_where, self.peer_where = g_where, peer_where
         self.fmt_value = fmt_value or (lambda v: fmt(v, unit))
         self.fmt_target = fmt_target or (lambda v: f"{v:g} {unit}")
@@ -128,12 +129,12 @@ class Line:
 
     def target_txt(self):
         if self.target is None:
-            return ""
+            return self.wanted
         return (">= " if self.higher else "<= ") + self.fmt_target(self.target)
 
     def verdict(self):
         if self.target is None:
-            return ""
+            return "not measured" if self.wanted else ""
         if self.g is None:
             return "not measured"
         if (self.g >= self.target) if self.higher else (self.g <= self.target):
@@ -211,29 +212,9 @@ def headline(rows):
             if gar or nar:
                 lines.append(Line(f"all_reduce in a graph, {pes} PEs, {fmt_size(size)}", val(gar), val(nar),
                                   peer_name="NCCL", higher=False, unit="us"))
-    # The device collectives against NCCL: busbw at the largest size both measured (float32), and
-    # allreduce's time at the smallest.
-    for pes in sorted({x.get("npes") for x in pick(r, case=list(COLL_CASES))}):
-        for case in COLL_CASES[:4]:
-            g = {x["size"]: x for x in pick(r, case=case, library="gpucomm", npes=pes, variant="float32",
-                                            metric="busbw")}
-            n = {x["size"]: x for x in pick(r, case=case, library="nccl", npes=pes, variant="float32",
-                                            metric="busbw")}
-            both = sorted(set(g) & set(n))
-            if both:
-                size = both[-1]
-                lines.append(Line(f"{case} busbw, {pes} PEs, {fmt_size(size)} (largest size)", g[size]["value"],
-                                  n[size]["value"], peer_name="NCCL", unit="GB/s",
-                                  g_where=f" ({g[size]['ctas']} CTAs)"))
-        g = {x["size"]: x for x in pick(r, case="allreduce", library="gpucomm", npes=pes, variant="float32",
-                                        metric="latency")}
-        n = {x["size"]: x for x in pick(r, case="allreduce", library="nccl", npes=pes, variant="float32",
-                                        metric="latency")}
-        both = sorted(set(g) & set(n))
-        if both:
-            size = both[0]
-            lines.append(Line(f"allreduce time per call, {pes} PEs, {fmt_size(size)}", g[size]["value"],
-                              n[size]["value"], peer_name="NCCL", higher=False, unit="us"))
+    lines.extend(p2pcopy_lines(r, bw))
+    lines.extend(proxyqueue_lines(r, gp))
+    lines.extend(collective_lines(r))
     # verbs_gpu against the software NIC model (drain-only): what posting costs the GPU, no NIC.
     nic = "software NIC model (drain-only), not a real NIC"
     gr = best(pick(r, case="verbs_posting_rate", library="gpucomm", scope="gpu"))
@@ -246,6 +227,128 @@ def headline(rows):
         p99 = f" (p99 {fmt(gl['max'], 'us')})" if gl and gl.get("max") else ""
         lines.append(Line("verbs_gpu post to doorbell, 1 thread, 1 WQE, median", val(gl), peer_name=None, ref=nic,
                           target=1.0, higher=False, unit="us", g_where=p99))
+    return lines
+
+
+def p2pcopy_lines(r, nvlink_bw):
+    """P2PCopy's targets (its issue): put_bw at block scope from global memory with the default
+    staging, one issuing thread per CTA, of >= 50 / 200 / 365 GB/s at 1 / 4 / 8 CTAs; >= 1.1x
+    NVLinkStore at 1 and 4 CTAs; >= 365 GB/s with no more than 8 CTAs at 16 MiB and above."""
+    def p2p(variant, ctas=None, min_size=0):
+        return best(pick(r, case="p2pcopy_put_bw", library="gpucomm", scope="block", variant=variant),
+                    where=lambda x: (ctas is None or x["ctas"] == ctas) and x["size"] >= min_size)
+
+    def where_txt(x):
+        return f" ({x['ctas']} CTA{'' if x['ctas'] == 1 else 's'}, {fmt_size(x['size'])})" if x else ""
+
+    lines = []
+    for c, t in ((1, 50), (4, 200), (8, 365)):
+        g, shared = p2p("global", c), p2p("shared", c)
+        lines.append(Line(f"P2PCopy put_bw, block, {c} CTA{'' if c == 1 else 's'}, source global, best size",
+                          g and g["value"], peer_name=None, target=t, unit="GB/s", g_where=where_txt(g),
+                          ref=f"source shared: {fmt(shared and shared['value'], 'GB/s')}"))
+    for c in (1, 4):
+        g, nv = p2p("global", c), nvlink_bw("gpucomm", "uni", ctas=c)
+        lines.append(Line(f"P2PCopy against NVLinkStore put_bw, block, {c} CTA{'' if c == 1 else 's'}, best size",
+                          g and g["value"], nv and nv["value"], peer_name="NVLinkStore", unit="GB/s",
+                          target=1.1 * nv["value"] if nv else None, wanted="1.1x NVLinkStore",
+                          fmt_target=lambda v: f"1.1x NVLinkStore = {fmt(v, 'GB/s')}"))
+    # At >= 16 MiB with <= 8 CTAs: the grid whose worst point there is best, and that worst point.
+    worst = None
+    for c in sorted({x["ctas"] for x in pick(r, case="p2pcopy_put_bw", scope="block", variant="global")}):
+        pts = [x for x in pick(r, case="p2pcopy_put_bw", library="gpucomm", scope="block", variant="global", ctas=c)
+               if c <= 8 and x["size"] >= 16 << 20]
+        if pts:
+            w = min(pts, key=lambda x: x["value"])
+            if worst is None or w["value"] > worst["value"]:
+                worst = w
+    lines.append(Line("P2PCopy put_bw, block, <= 8 CTAs, >= 16 MiB (worst size at the best grid)",
+                      worst and worst["value"], peer_name=None, target=365, unit="GB/s", g_where=where_txt(worst)))
+    return lines
+
+
+def proxyqueue_lines(r, nvlink_pingpong):
+    """ProxyQueue's targets (its issue), against the copy engine and NVLinkStore of the same run: bulk
+    put of 16 MiB or more at >= 0.97x the copy engine's rate with one posting thread; put_signal of
+    8 B at <= 7 us one way; >= 20 M commands per second per proxy."""
+    lines = []
+    ce = {x["size"]: x["value"] for x in pick(r, case="ce_copy", variant="uni")}
+    pq = {x["size"]: x["value"] for x in pick(r, case="proxyqueue_put_bw", library="gpucomm", scope="block", ctas=1,
+                                              variant="uni")}
+    sizes = sorted(s for s in set(ce) & set(pq) if s >= 16 << 20)
+    worst = min(sizes, key=lambda s: pq[s] / ce[s]) if sizes else None
+    lines.append(Line("ProxyQueue put_bw, block, 1 CTA (one posting thread), >= 16 MiB: the worst size against "
+                      "the copy engine", pq.get(worst), ce.get(worst), peer_name="copy engine", unit="GB/s",
+                      g_where=f" ({fmt_size(worst)})" if worst else "", target=0.97 * ce[worst] if worst else None,
+                      wanted="0.97x the copy engine", fmt_target=lambda v: f"0.97x copy engine = {fmt(v, 'GB/s')}"))
+    ps = best(pick(r, case="proxyqueue_put_signal_pingpong", library="gpucomm", size=8), key=min)
+    lines.append(Line("ProxyQueue put_signal ping-pong one way, 8 B (best scope)", ps and ps["value"], peer_name=None,
+                      ref=f"NVLinkStore {fmt(nvlink_pingpong and nvlink_pingpong['value'], 'us')}", target=7,
+                      higher=False, unit="us", g_where=f" ({ps['scope']})" if ps else ""))
+
+    def per_proxy(x):  # the rate is summed over both PEs: per_pe runs a proxy for each
+        return x["value"] / (2 if x["variant"].endswith("/per_pe") else 1)
+
+    def best_rate(kind):
+        pts = [x for x in pick(r, case="proxyqueue_command_rate", library="gpucomm") if x["variant"].startswith(kind)]
+        return max(pts, key=per_proxy) if pts else None
+
+    put, nop = best_rate("put_nbi 8 B/"), best_rate("nop/")
+    lines.append(Line("ProxyQueue commands per second per proxy, 8-byte put_nbi (best posting threads)",
+                      put and per_proxy(put), peer_name=None, target=20, unit="M/s",
+                      g_where=f" ({put['threads']} threads, {put['variant'].split('/')[1]})" if put else "",
+                      ref=f"nops: {fmt(nop and per_proxy(nop), 'M/s')}"))
+    return lines
+
+
+def collective_lines(r):
+    """The device collectives' targets (their issue, and this one's), against NCCL in the same run,
+    float32: allreduce from 8 B to 64 KiB at <= 0.6x NCCL's time (at most 3.0 us at 8 B on 2 GPUs,
+    3.5 on 4); busbw at 256 MiB at least NCCL's; allgather, alltoall and reduce_scatter at least
+    NCCL at every size (time per call no longer than NCCL's). alltoallv has no NCCL counterpart."""
+    lines = []
+
+    def by_size(case, lib, pes, metric):
+        return {x["size"]: x for x in pick(r, case=case, library=lib, npes=pes, variant="float32", metric=metric)}
+
+    for pes in sorted({x.get("npes") for x in pick(r, case=list(COLL_CASES))}):
+        g, n = by_size("allreduce", "gpucomm", pes, "latency"), by_size("allreduce", "nccl", pes, "latency")
+        small = sorted(s for s in set(g) & set(n) if s <= 64 << 10)
+        if small:
+            if 8 in small:
+                lines.append(Line(f"allreduce time per call, {pes} PEs, 8 B", g[8]["value"], n[8]["value"],
+                                  peer_name="NCCL", higher=False, unit="us", target={2: 3.0, 4: 3.5}.get(pes)))
+            worst = max(small, key=lambda s: g[s]["value"] / n[s]["value"])
+            lines.append(Line(f"allreduce time per call, {pes} PEs, 8 B .. 64 KiB: the worst size against 0.6x NCCL",
+                              g[worst]["value"], n[worst]["value"], peer_name="NCCL", higher=False, unit="us",
+                              g_where=f" ({fmt_size(worst)})", target=0.6 * n[worst]["value"],
+                              fmt_target=lambda v: f"0.6x NCCL = {fmt(v, 'us')}"))
+        for case in COLL_CASES[:4]:
+            gb, nb = by_size(case, "gpucomm", pes, "busbw"), by_size(case, "nccl", pes, "busbw")
+            both = sorted(set(gb) & set(nb))
+            if both:
+                size = both[-1]
+                lines.append(Line(f"{case} busbw, {pes} PEs, {fmt_size(size)} (largest size)", gb[size]["value"],
+                                  nb[size]["value"], peer_name="NCCL", unit="GB/s", g_where=f" ({gb[size]['ctas']} CTAs)",
+                                  target=nb[size]["value"] if size >= 256 << 20 else None,
+                                  fmt_target=lambda v: f"NCCL's {fmt(v, 'GB/s')}"))
+            if case == "allreduce":
+                continue
+            gt, nt = by_size(case, "gpucomm", pes, "latency"), by_size(case, "nccl", pes, "latency")
+            both = sorted(set(gt) & set(nt))
+            if both:
+                worst = max(both, key=lambda s: gt[s]["value"] / nt[s]["value"])
+                slower = sum(gt[s]["value"] > nt[s]["value"] for s in both)
+                lines.append(Line(f"{case} time per call, {pes} PEs, every size: the worst against NCCL",
+                                  gt[worst]["value"], nt[worst]["value"], peer_name="NCCL", higher=False, unit="us",
+                                  g_where=f" ({fmt_size(worst)}; slower than NCCL at {slower} of {len(both)} sizes)",
+                                  target=nt[worst]["value"], fmt_target=lambda v: f"NCCL's {fmt(v, 'us')}"))
+        av = by_size("alltoallv", "gpucomm", pes, "busbw")
+        if av:
+            size = max(av)
+            lines.append(Line(f"alltoallv busbw, {pes} PEs, {fmt_size(size)} (largest size, even counts)",
+                              av[size]["value"], peer_name=None, unit="GB/s", g_where=f" ({av[size]['ctas']} CTAs)",
+                              ref="NCCL has no alltoallv"))
     return lines
 
 

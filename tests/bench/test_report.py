@@ -105,5 +105,80 @@ class LimitsTest(unittest.TestCase):
         self.assertEqual(len([line for line in md if line.startswith("### copy_limits")]), 6)  # one per variant
 
 
+def line(lines, prefix, exact=False):
+    found = [x for x in lines if (x.what == prefix if exact else x.what.startswith(prefix))]
+    assert len(found) == 1, (prefix, [x.what for x in lines])
+    return found[0]
+
+
+class TargetsTest(unittest.TestCase):
+    """The headline lines of P2PCopy, ProxyQueue and the collectives: which figure each takes from
+    the rows, and whether it says met, MISSED or not measured (expected values worked out by hand)."""
+
+    def test_p2pcopy_takes_the_default_staging_from_global_memory_against_nvlinkstore(self):
+        mib = 1 << 20
+        rows = [row("p2pcopy_put_bw", "global", 40.0, library="gpucomm", scope="block", ctas=1, size=16 * mib),
+                row("p2pcopy_put_bw", "global", 52.0, library="gpucomm", scope="block", ctas=1, size=256 * mib),
+                row("p2pcopy_put_bw", "global 8x16KiB/1", 99.0, library="gpucomm", scope="block", ctas=1, size=mib),
+                row("p2pcopy_put_bw", "shared", 60.0, library="gpucomm", scope="block", ctas=1, size=mib),
+                row("p2pcopy_put_bw", "global", 370.0, library="gpucomm", scope="block", ctas=8, size=16 * mib),
+                row("p2pcopy_put_bw", "global", 360.0, library="gpucomm", scope="block", ctas=8, size=64 * mib),
+                row("p2pcopy_put_bw", "global", 400.0, library="gpucomm", scope="block", ctas=16, size=16 * mib),
+                row("put_bw", "uni", 45.0, library="gpucomm", scope="block", ctas=1, size=mib)]
+        lines = report.headline(rows)
+        one = line(lines, "P2PCopy put_bw, block, 1 CTA,")
+        self.assertEqual(one.g, 52.0)  # the default staging's best size, not another staging's
+        self.assertEqual(one.verdict(), "met")
+        self.assertEqual(line(lines, "P2PCopy put_bw, block, 4 CTAs").verdict(), "not measured")
+        vs = line(lines, "P2PCopy against NVLinkStore put_bw, block, 1 CTA")
+        self.assertAlmostEqual(vs.target, 49.5)
+        self.assertEqual(vs.verdict(), "met")
+        self.assertEqual(line(lines, "P2PCopy against NVLinkStore put_bw, block, 4 CTAs").verdict(), "not measured")
+        big = line(lines, "P2PCopy put_bw, block, <= 8 CTAs")
+        self.assertEqual(big.g, 360.0)  # 8 CTAs' worst size; 16 CTAs are over the limit
+        self.assertTrue(big.verdict().startswith("MISSED by 5"))
+
+    def test_proxyqueue_bulk_put_is_held_to_the_copy_engine_at_its_worst_size(self):
+        mib = 1 << 20
+        rows = [row("ce_copy", "uni", 390.0, size=16 * mib, metric="bandwidth"),
+                row("ce_copy", "uni", 396.0, size=64 * mib, metric="bandwidth"),
+                row("proxyqueue_put_bw", "uni", 389.0, library="gpucomm", scope="block", size=16 * mib),
+                row("proxyqueue_put_bw", "uni", 380.0, library="gpucomm", scope="block", size=64 * mib),
+                row("proxyqueue_put_bw", "uni", 10.0, library="gpucomm", scope="thread", size=64 * mib),
+                row("proxyqueue_put_signal_pingpong", "set", 6.5, library="gpucomm", scope="warp", size=8),
+                row("proxyqueue_put_signal_pingpong", "set", 6.0, library="gpucomm", scope="block", size=64),
+                row("proxyqueue_command_rate", "put_nbi 8 B/per_pe", 30.0, library="gpucomm", threads=32),
+                row("proxyqueue_command_rate", "put_nbi 8 B/per_process", 18.0, library="gpucomm", threads=256),
+                row("proxyqueue_command_rate", "nop/per_process", 70.0, library="gpucomm", threads=256)]
+        lines = report.headline(rows)
+        bulk = line(lines, "ProxyQueue put_bw")
+        self.assertEqual((bulk.g, bulk.peer), (380.0, 396.0))  # 380/396 is worse than 389/390
+        self.assertTrue(bulk.verdict().startswith("MISSED by 4"))  # 0.97 x 396 = 384.1
+        ping = line(lines, "ProxyQueue put_signal")
+        self.assertEqual((ping.g, ping.verdict()), (6.5, "met"))  # 8 B only
+        rate = line(lines, "ProxyQueue commands per second")
+        self.assertEqual(rate.g, 18.0)  # per_pe's 30 M is two proxies: 15 each
+        self.assertEqual(rate.verdict(), "MISSED by 2.00 M/s")
+        self.assertEqual(line(report.headline([]), "ProxyQueue put_bw").verdict(), "not measured")
+
+    def test_collectives_are_held_to_nccl(self):
+        rows = []
+        for size, g, n in ((8, 2.9, 5.0), (64 << 10, 4.0, 6.0), (256 << 20, 900.0, 1000.0)):
+            for case in ("allreduce", "allgather"):
+                rows.append(row(case, "float32", g, library="gpucomm", size=size, metric="latency"))
+                rows.append(row(case, "float32", n, library="nccl", size=size, metric="latency"))
+                rows.append(row(case, "float32", 1000.0 / g, library="gpucomm", size=size, metric="busbw"))
+                rows.append(row(case, "float32", 1000.0 / n, library="nccl", size=size, metric="busbw"))
+        lines = report.headline(rows)
+        self.assertEqual(line(lines, "allreduce time per call, 2 PEs, 8 B", exact=True).verdict(), "met")  # <= 3.0 us
+        small = line(lines, "allreduce time per call, 2 PEs, 8 B .. 64 KiB")
+        self.assertEqual((small.g, small.peer), (4.0, 6.0))  # 4/6 is the worse ratio of the two
+        self.assertTrue(small.verdict().startswith("MISSED by 0.40"))  # 0.6 x 6.0 = 3.6
+        self.assertEqual(line(lines, "allreduce busbw, 2 PEs, 256 MiB").verdict(), "met")
+        every = line(lines, "allgather time per call, 2 PEs, every size")
+        self.assertEqual(every.verdict(), "met")
+        self.assertIn("slower than NCCL at 0 of 3 sizes", every.g_txt())
+
+
 if __name__ == "__main__":
     unittest.main()
