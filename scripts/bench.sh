@@ -290,10 +290,14 @@ else
     have bench_gpucomm && run_case gpucomm "$c" 2 "$bw_limit" "$build/benchmarks/bench_gpucomm"
   done
   # ProxyQueue (the host proxy and the copy engines).
-  for c in proxyqueue_ring proxyqueue_command_rate proxyqueue_put_latency proxyqueue_put_signal_pingpong \
-    proxyqueue_put_bw; do
+  for c in proxyqueue_ring proxyqueue_command_rate proxyqueue_put_latency proxyqueue_put_signal_pingpong; do
     have bench_gpucomm && run_case gpucomm "$c" 2 "$bw_limit" "$build/benchmarks/bench_gpucomm"
   done
+  # Bulk puts at block scope, one posting thread per CTA (the leader): the copy-engine comparison.
+  # Thread scope would post a command per thread, a command-rate figure (proxyqueue_command_rate
+  # has it), and its sweep outlasts the case's time limit.
+  have bench_gpucomm &&
+    run_case gpucomm proxyqueue_put_bw 2 "$bw_limit" "$build/benchmarks/bench_gpucomm" --only scope=block
   # The device collectives next to NCCL's (last: they are the newest sweeps, so a short budget cuts
   # them rather than the established cases), nccl-tests semantics (size, algbw, busbw), 8 B .. 256 MiB
   # (--quick: x4 steps to 64 MiB, allreduce float32 only; full: allreduce also bf16). NCCL has no
