@@ -6,7 +6,9 @@
 # process modes (one process owning the GPUs, and one process per PE under mpirun),
 # compute-sanitizer over the [sanitize] subset, the verbs_gpu tests and the IBGDAPost/route cases,
 # and optionally the benchmark suite. Each step's log and a summary go to $OUT (default
-# ./gpu-round-out): summary.txt and gpu-round-logs.tgz.
+# ./gpu-round-out): summary.txt and gpu-round-logs.tgz, the latter renewed after every step (a round
+# cut short keeps the logs of the steps it finished). A step killed for hanging has the call stacks
+# of its processes at the end of its log.
 #
 #   scripts/gpu-round.sh [--steps build,demo,tests,sanitize,bench] [--counts "1 2 4"]
 #                        [--pes-per-gpu "1 2 4"] [--mpi-pes-per-gpu "1 2"] [--quick-bench]
@@ -146,23 +148,66 @@ step_pid=""
 current_step=""
 skip() { note "SKIP  $1 ($2)"; skipped=$((skipped + 1)); }
 # run NAME CMD...: run a step, log it, and record its outcome and Catch2's/ctest's closing line.
+# stacks_of PID: the call stacks of PID's descendants that are this round's binaries (every thread,
+# through gdb where it is installed, else the kernel's wait channel of each thread), for a step
+# about to be killed for hanging: the log then says where each process waited.
+stacks_of() {
+  local p exe gdb_bin
+  gdb_bin=$(command -v gdb || command -v cuda-gdb || true)
+  for p in $(descendants "$1"); do
+    exe=$(readlink "/proc/$p/exe" 2>/dev/null) || continue
+    [[ $exe == "$PWD/$build/"* ]] || continue
+    echo "== stacks of process $p ($(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-200))"
+    if [ -n "$gdb_bin" ]; then
+      timeout 60 "$gdb_bin" -p "$p" -batch -ex "thread apply all bt" 2>&1 | grep -E '^(Thread|#)' | head -n 400
+    else
+      for t in /proc/"$p"/task/*; do echo "thread ${t##*/}: $(cat "$t/comm" 2>/dev/null) waits in $(cat "$t/wchan" 2>/dev/null)"; done
+    fi
+  done
+}
+descendants() {
+  local c
+  for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do echo "$c"; descendants "$c"; done
+}
 run() {
   local name=$1; shift
   local log="$logs/$name.log"
   local start=$SECONDS
-  # A step that hangs is killed (GPUCOMM_STEP_TIMEOUT seconds, default 900) and counts as failed.
+  # A step that hangs is killed (GPUCOMM_STEP_TIMEOUT seconds, default 900) and counts as failed;
+  # 20 s before that, the stacks of its processes go to its log (stacks_of).
   # It runs in the background so that an interrupt reaches on_signal at once, not after the step.
   current_step=$name
-  timeout -k 10 "${GPUCOMM_STEP_TIMEOUT:-900}" "$@" > "$log" 2>&1 &
+  local limit=${GPUCOMM_STEP_TIMEOUT:-900}
+  timeout -k 10 "$limit" "$@" > "$log" 2>&1 &
   step_pid=$!
+  local watchdog=""
+  if [ "$limit" -gt 40 ]; then
+    (sleep $((limit - 20)) && kill -0 "$step_pid" 2>/dev/null && stacks_of "$step_pid" >> "$log.stacks" 2>&1) &
+    watchdog=$!
+  fi
   wait "$step_pid"
   local rc=$?
   step_pid=""
+  if [ -n "$watchdog" ]; then
+    pkill -P "$watchdog" 2>/dev/null  # its sleep
+    kill "$watchdog" 2>/dev/null
+    wait "$watchdog" 2>/dev/null
+    [ -s "$log.stacks" ] && cat "$log.stacks" >> "$log"
+    rm -f "$log.stacks"
+  fi
   local tail_line
   tail_line=$(grep -E "All tests passed|test cases:|assertions:|tests passed|OK$|WRONG|ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -n 2 | tr '\n' ' ')
   if [ $rc -eq 0 ]; then note "PASS  $name ($((SECONDS - start)) s) $tail_line"
   else note "FAIL  $name (exit $rc, $((SECONDS - start)) s) $tail_line"; status=1; tail -n 40 "$log"; fi
+  save_logs
   return $rc
+}
+# The logs so far into $OUT after every step, so that a round cut short (a caller's time limit, a
+# machine taken away) still leaves every finished step's whole log.
+save_logs() {
+  cp "$summary" "$logs/summary.txt"
+  tar czf "$OUT/gpu-round-logs.tgz.part" --exclude=./mps/pipe -C "$logs" . 2>/dev/null &&
+    mv "$OUT/gpu-round-logs.tgz.part" "$OUT/gpu-round-logs.tgz"
 }
 
 # The MPS daemon of the round's own (mps_mode own) lives from mps_start to mps_stop; the EXIT trap
@@ -418,8 +463,7 @@ if has_step bench; then
   fi
 fi
 
-cp "$summary" "$logs/summary.txt"
-tar czf "$OUT/gpu-round-logs.tgz" --exclude=./mps/pipe -C "$logs" .
+save_logs
 overall=$([ $status -eq 0 ] && echo PASS || echo FAIL)
 [ $skipped -gt 0 ] && overall+=", $skipped step(s) skipped (SKIP lines)"
 note "logs: gpu-round-logs.tgz; overall: $overall"
