@@ -89,7 +89,7 @@ void check_alltoallv(team const& t, std::size_t most, workspace_options wo, std:
              most,
              salt};
     auto kernel = alltoallv_kernel<M>;
-    std::size_t const smem = prepare_staging<M>(kernel, test_block);
+    std::size_t const smem = prepare_staging<M>(w, kernel, test_block);
     kernel<<<static_cast<unsigned>(wo.parts), test_block, smem, w.stream(pe)>>>(a);
   });
   finish(w);

@@ -423,14 +423,14 @@ void check_collective(coll_case const& cc) {
     if (is_reduction(cc.k)) {
       if constexpr (reduction_takes<Op, T>) {
         auto kernel = reduce_kernel<M, T, Op>;
-        std::size_t const smem = prepare_staging<M>(kernel, block);
+        std::size_t const smem = prepare_staging<M>(w, kernel, block);
         kernel<<<grid, block, smem, w.stream(pe)>>>(a);
       } else {
         FAIL("no reduction of this element type");
       }
     } else {
       auto kernel = data_kernel<M, T>;
-      std::size_t const smem = prepare_staging<M>(kernel, block);
+      std::size_t const smem = prepare_staging<M>(w, kernel, block);
       kernel<<<grid, block, smem, w.stream(pe)>>>(a);
     }
   });

@@ -208,13 +208,20 @@ std::size_t test_staging_bytes(unsigned block) {
     return 0;
 }
 
-/// Lets `kernel` take `bytes` of dynamic shared memory, above the default 48 KiB where needed.
+/// Lets `kernel` take `bytes` of dynamic shared memory, above the default 48 KiB where needed, on
+/// every local PE's GPU: the attribute belongs to the kernel on the current device only, so a
+/// launch on another GPU of the process would otherwise fail (and the PEs waiting for it hang).
+/// The current device stays as it was (callers run it inside for_each_local_pe too).
 template <class Kernel>
-void allow_dynamic_smem(Kernel kernel, std::size_t bytes) {
-  if (bytes > 48 * 1024) {
+void allow_dynamic_smem(gpucomm::world& w, Kernel kernel, std::size_t bytes) {
+  if (bytes <= 48 * 1024) return;
+  int caller_device = 0;
+  GPUCOMM_TEST_CUDA(cudaGetDevice(&caller_device));
+  for_each_local_pe(w, [&](int) {
     GPUCOMM_TEST_CUDA(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  }
+  });
+  GPUCOMM_TEST_CUDA(cudaSetDevice(caller_device));
 }
 
 /// Makes `kernel` ready to run next to kernels it waits on, on every local PE's GPU (the soak
@@ -240,10 +247,10 @@ void preload(gpucomm::world& w, Kernel kernel) {
 /// Launch configuration for a kernel that uses with_test_staging<M>: the dynamic shared memory,
 /// with the kernel allowed to take more than the default 48 KiB.
 template <class M, class Kernel>
-std::size_t prepare_staging(Kernel kernel, unsigned block) {
+std::size_t prepare_staging(gpucomm::world& w, Kernel kernel, unsigned block) {
   std::size_t const bytes = test_staging_bytes<M>(block);
   REQUIRE(bytes <= 200 * 1024);  // a test's group count too large for staging in one CTA
-  allow_dynamic_smem(kernel, bytes);
+  allow_dynamic_smem(w, kernel, bytes);
   return bytes;
 }
 
@@ -695,7 +702,7 @@ void run_copy_matrix(matrix_opts o) {
     if (!mine[pe].empty()) upload(w, pe, jobs.ptr(pe), mine[pe]);
   }
   w.barrier();  // every PE initialised before any PE writes into or reads from a peer
-  std::size_t const smem = prepare_staging<M>(copy_matrix_kernel<M, Elems, Ops>, o.block);
+  std::size_t const smem = prepare_staging<M>(w, copy_matrix_kernel<M, Elems, Ops>, o.block);
   for_each_local_pe(w, [&](int pe) {
     copy_args a{w.comm<transport_under_test>(pe),  src.ptr(pe), dst.ptr(pe),         sigs.ptr(pe), jobs.ptr(pe).get(),
                 static_cast<int>(mine[pe].size()), o.salt,      errors.ptr(pe).get()};

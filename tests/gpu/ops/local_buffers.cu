@@ -155,8 +155,8 @@ void run_case(placement where, std::size_t bytes, int variant, unsigned block, s
   }
   w.barrier();
   std::size_t const smem = where == placement::shared ? groups * stride : 0;
+  allow_dynamic_smem(w, local_buffers_kernel<M>, smem);
   for_each_local_pe(w, [&](int pe) {
-    if (smem > 48 * 1024) allow_dynamic_smem(local_buffers_kernel<M>, smem);
     lb_args const a{w.comm<transport_under_test>(pe),
                     arena.ptr(pe),
                     source.ptr(pe),

@@ -289,8 +289,8 @@ round_outcome run_round(gpucomm::world& w, soak::params const& p,
     out.planned += planned;
   }
   std::size_t const smem = test_staging_bytes<mk_tile<32>>(block_threads);
-  allow_dynamic_smem(soak_kernel<soak::lane_kind::warp>, smem);
-  allow_dynamic_smem(soak_kernel<soak::lane_kind::block>, smem);
+  allow_dynamic_smem(w, soak_kernel<soak::lane_kind::warp>, smem);
+  allow_dynamic_smem(w, soak_kernel<soak::lane_kind::block>, smem);
   // Both kernels loaded, and their stacks reserved, before any PE starts: PEs of one program run
   // different ones and wait on each other (preload says why).
   preload(w, soak_kernel<soak::lane_kind::warp>);

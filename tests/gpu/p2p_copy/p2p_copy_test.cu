@@ -134,7 +134,7 @@ void run_align(std::size_t bytes, int op, bool shared_side, unsigned block, std:
     fill_bytes(w, pe, sigs.ptr(pe).get(), 0, sigs.size() * sizeof(signal_t));
   }
   auto kernel = align_kernel<M, P>;
-  allow_dynamic_smem(kernel, smem);
+  allow_dynamic_smem(w, kernel, smem);
   w.barrier();
   for_each_local_pe(w, [&](int pe) {
     align_args a{src.ptr(pe), dst.ptr(pe), sigs.ptr(pe),        bytes, stride, smem_region, jobs, op,
@@ -314,7 +314,7 @@ void run_rounds(unsigned grid, unsigned block, int rounds, std::size_t max_bytes
     fill_bytes(w, pe, ack_sig.ptr(pe).get(), 0, groups * sizeof(signal_t));
   }
   auto kernel = rounds_kernel<M>;
-  allow_dynamic_smem(kernel, smem);
+  allow_dynamic_smem(w, kernel, smem);
   w.barrier();
   for_each_local_pe(w, [&](int pe) {
     rounds_args a{w.comm<small_policy>(pe),
