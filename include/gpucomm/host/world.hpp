@@ -255,7 +255,12 @@ class world {
   template <class T>
   void deallocate(sym_ptr<T> p) {
     detail::current_device_guard const keep;
-    for (auto const& finish : free_hooks_) finish();  // a proxy's copies may still read the block
+    // A proxy's copies may still read the block: they finish first. Where that fails on some
+    // process (its GPU lost its context), every process throws here, before the heap's agreement,
+    // which the failed one would otherwise never join.
+    detail::checked_on_every_rank(boot_, "world::deallocate", [&] {
+      for (auto const& finish : free_hooks_) finish();
+    });
     heap_->deallocate(offset_in_any_local_slot(p.get()), "world::deallocate");
   }
 
@@ -431,8 +436,7 @@ class world {
       problem = "the world, node and shared-GPU teams cannot be destroyed";
     detail::all_ok_or_throw(boot_, problem.empty(), problem, call);
     detail::agree(boot_, t.slot, call, "the destroyed team", "destroy teams on every process in the same order");
-    synchronize();
-    boot_.barrier();
+    detail::checked_on_every_rank(boot_, call, [&] { synchronize(); });  // also waits for every process
     split_teams_[static_cast<std::size_t>(t.slot)] = team{};
   }
 
@@ -555,10 +559,10 @@ class world {
     }
     for (auto const& check : sync_hooks_) check();
   }
-  /// synchronize(), then wait until every process has done so.
+  /// synchronize(), then wait until every process has done so. Where synchronize throws on some
+  /// process, every process throws its error: none is left waiting for one that gave up.
   void barrier() {
-    synchronize();
-    boot_.barrier();
+    detail::checked_on_every_rank(boot_, "world::barrier", [&] { synchronize(); });
   }
 
   // ---- for transport implementers -----------------------------------------------------------------
@@ -747,14 +751,16 @@ class world {
   void reset_team_slot(int slot) {
     detail::current_device_guard const keep;
     std::size_t const words = detail::control_block_layout::slot_words(npes_);
-    for (int pe : local_pe_ids_) {
-      // On the legacy default stream, which the world's non-blocking streams do not wait for: a
-      // kernel still running on them (using other teams) neither delays this nor is disturbed.
-      GPUCOMM_CUDA_CHECK(cudaSetDevice(device(pe)), pe);
-      GPUCOMM_CUDA_CHECK(cudaMemset(team_states(pe) + static_cast<std::size_t>(slot) * words, 0, words * 8), pe);
-      GPUCOMM_CUDA_CHECK(cudaStreamSynchronize(nullptr), pe);
-    }
-    boot_.barrier();
+    // A failure on one process throws on all of them, which also waits for every process.
+    detail::checked_on_every_rank(boot_, "world::team_split", [&] {
+      for (int pe : local_pe_ids_) {
+        // On the legacy default stream, which the world's non-blocking streams do not wait for: a
+        // kernel still running on them (using other teams) neither delays this nor is disturbed.
+        GPUCOMM_CUDA_CHECK(cudaSetDevice(device(pe)), pe);
+        GPUCOMM_CUDA_CHECK(cudaMemset(team_states(pe) + static_cast<std::size_t>(slot) * words, 0, words * 8), pe);
+        GPUCOMM_CUDA_CHECK(cudaStreamSynchronize(nullptr), pe);
+      }
+    });
   }
 
   static std::string describe_split(team const& parent, int start, int stride, int size) {
