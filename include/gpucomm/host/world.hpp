@@ -147,13 +147,14 @@ class world {
     init(options, std::vector<std::uint64_t>(static_cast<std::size_t>(npes_), host));
   }
 
-  /// A one-process-per-GPU world: this process is PE boot.rank() of boot.size(), on GPU `device`.
+  /// A one-process-per-GPU world: this process is PE boot.rank() of boot.size(), on GPU `device`,
+  /// which becomes the calling thread's current device.
   template <bootstrap B>
   requires(!std::is_convertible_v<B, std::vector<int>>) world(B&& boot, int device, world_options options = {})
       : boot_(std::forward<B>(boot)) {
     constexpr char const* call = "world (one process per GPU)";
     widen_hardware_queues();
-    detail::current_device_guard const keep;
+    // No current_device_guard: this process's GPU, `device`, is its current device afterwards.
     int const rank = boot_.rank();
     npes_ = boot_.size();
     // Checks that need no GPU come first, and are collective, so every process fails together.
