@@ -252,6 +252,25 @@ def main():
                   lambda r: (r["library"], f"{r['npes']} PEs"), logy=True)
     lines_by_size(sel(case="ce_copy"), a.out, "ce_copy", "copy engine (cudaMemcpyPeerAsync)", "GB/s",
                   lambda r: (r["library"], r["variant"]), zoom_from=1 << 20)
+    # P2PCopy next to NVLinkStore (block scope; P2PCopy issues from one thread per CTA): the default
+    # staging, the largest measured one, and a source in shared memory (no staging).
+    p2p = [r for r in sel(case="p2pcopy_put_bw", scope="block")
+           if r["variant"] in ("global", "global 8x16KiB/1", "shared") and r["ctas"] in (1, 4, 8)]
+    nvl = [r for r in sel(case="put_bw", library="gpucomm", variant="uni", scope="block") if r["ctas"] in (1, 4, 8)]
+    if p2p:
+        lines_by_size(p2p + nvl, a.out, "p2pcopy_put_bw", "P2PCopy put_bw next to NVLinkStore's (block scope)", "GB/s",
+                      lambda r: (r["library"], r["transport"], r["variant"] if r["case"] == "p2pcopy_put_bw" else "",
+                                 f"{r['ctas']:>3} CTA"), zoom_from=1 << 20)
+    # ProxyQueue next to NVLinkStore (latencies) and the copy engine (bulk puts), block scope.
+    for case, unit in (("put_signal_pingpong", "us one way"), ("put_latency", "us")):
+        pq = sel(case="proxyqueue_" + case, scope="block")
+        if pq:
+            lines_by_size(pq + sel(case=case, library="gpucomm", scope="block"), a.out, f"proxyqueue_{case}",
+                          f"ProxyQueue {case} next to NVLinkStore's (block scope)", unit,
+                          lambda r: (r["library"], r["transport"]), logy=True)
+    lines_by_size(sel(case="proxyqueue_put_bw", scope="block"), a.out, "proxyqueue_put_bw",
+                  "ProxyQueue put_bw (block scope: the leader posts one command per put)", "GB/s",
+                  lambda r: (r["library"], f"{r['ctas']:>3} CTA"), ce_ref, zoom_from=1 << 20)
     for case in COLL_CASES:
         collective(sel(case=case), a.out, case)
     verbs(sel(case="verbs_posting_rate"), sel(case="verbs_post_to_doorbell_latency"), a.out)
