@@ -118,9 +118,13 @@ __device__ GPUCOMM_FORCEINLINE void group_copy(G const& g, void* dst, void const
     return;
   }
   // Both addresses 16-byte aligned (tensors, heap buffers: the common case): 16-byte vectors,
-  // inline. Any other alignment: out of line.
+  // inline, and no head to work out; the tail is the length's last 0 to 15 bytes. Any other
+  // alignment: out of line.
   if (((d_bits | s_bits) & 15) == 0) {
-    copy_aligned_as<uint4>(g, d, s, bytes);
+    std::size_t const vectors = bytes / sizeof(uint4);
+    std::size_t const tail_at = vectors * sizeof(uint4);
+    copy_vectors<false>(g, reinterpret_cast<uint4*>(d), reinterpret_cast<uint4 const*>(s), vectors);
+    copy_vectors<true>(g, d + tail_at, s + tail_at, bytes - tail_at);
     return;
   }
   group_copy_bulk(g, d, s, bytes);
