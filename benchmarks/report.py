@@ -783,7 +783,8 @@ def docs_section(results_path, out_path, limits_path=""):
         links.insert(0, f"[`{os.path.basename(stem)}.md`]({rel(stem + '.md', here)}) (every table, errors)")
     md.append("Source: " + ", ".join(links) + ".")
     md.append(f"Command `{doc.get('command', '').strip()}`; driver {m.get('driver_version') or 'n/a'}, CUDA runtime "
-              f"{m.get('cuda_runtime_version')}; NVLink multicast off; gpucomm `comm<NVLinkStore>`.")
+              f"{m.get('cuda_runtime_version')}; NVLink multicast off; gpucomm `comm<NVLinkStore>` except the "
+              "P2PCopy and ProxyQueue lines.")
     md.append("")
     md.extend(headline_md(rows))
     md.append("")
