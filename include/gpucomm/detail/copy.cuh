@@ -62,17 +62,25 @@ __device__ GPUCOMM_FORCEINLINE void copy_vectors(G const& g, V* dst, V const* sr
   if (i < count) dst[i] = src[i];
 }
 
+/// V-sized vectors between dst and src (both V-aligned), then the last bytes % sizeof(V) bytes.
+template <class V, group G>
+__device__ GPUCOMM_FORCEINLINE void copy_body_and_tail(G const& g, unsigned char* dst, unsigned char const* src,
+                                                       std::size_t bytes) {
+  std::size_t const count = bytes / sizeof(V);
+  std::size_t const tail_at = count * sizeof(V);
+  copy_vectors<false>(g, reinterpret_cast<V*>(dst), reinterpret_cast<V const*>(src), count);
+  copy_vectors<true>(g, dst + tail_at, src + tail_at, bytes - tail_at);
+}
+
+/// The bytes before dst's first V boundary, then the V-aligned rest.
 template <class V, group G>
 __device__ GPUCOMM_FORCEINLINE void copy_aligned_as(G const& g, unsigned char* dst, unsigned char const* src,
                                                     std::size_t bytes) {
   constexpr std::size_t width = sizeof(V);
   std::size_t head = (width - (reinterpret_cast<std::uintptr_t>(dst) & (width - 1))) & (width - 1);
   if (head > bytes) head = bytes;
-  std::size_t const count = (bytes - head) / width;
-  std::size_t const tail_at = head + count * width;
   copy_vectors<true>(g, dst, src, head);
-  copy_vectors<false>(g, reinterpret_cast<V*>(dst + head), reinterpret_cast<V const*>(src + head), count);
-  copy_vectors<true>(g, dst + tail_at, src + tail_at, bytes - tail_at);
+  copy_body_and_tail<V>(g, dst + head, src + head, bytes - head);
 }
 
 /// Call `f(V{})` with V the widest of 16/8/4/2/1-byte words whose size divides `bits`.
@@ -121,10 +129,7 @@ __device__ GPUCOMM_FORCEINLINE void group_copy(G const& g, void* dst, void const
   // inline, and no head to work out; the tail is the length's last 0 to 15 bytes. Any other
   // alignment: out of line.
   if (((d_bits | s_bits) & 15) == 0) {
-    std::size_t const vectors = bytes / sizeof(uint4);
-    std::size_t const tail_at = vectors * sizeof(uint4);
-    copy_vectors<false>(g, reinterpret_cast<uint4*>(d), reinterpret_cast<uint4 const*>(s), vectors);
-    copy_vectors<true>(g, d + tail_at, s + tail_at, bytes - tail_at);
+    copy_body_and_tail<uint4>(g, d, s, bytes);
     return;
   }
   group_copy_bulk(g, d, s, bytes);
