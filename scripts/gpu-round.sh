@@ -147,7 +147,6 @@ skipped=0
 step_pid=""
 current_step=""
 skip() { note "SKIP  $1 ($2)"; skipped=$((skipped + 1)); }
-# run NAME CMD...: run a step, log it, and record its outcome and Catch2's/ctest's closing line.
 # stacks_of PID: the call stacks of PID's descendants that are this round's binaries (every thread,
 # through gdb where it is installed, else the kernel's wait channel of each thread), for a step
 # about to be killed for hanging: the log then says where each process waited.
@@ -169,6 +168,7 @@ descendants() {
   local c
   for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do echo "$c"; descendants "$c"; done
 }
+# run NAME CMD...: run a step, log it, and record its outcome and Catch2's/ctest's closing line.
 run() {
   local name=$1; shift
   local log="$logs/$name.log"
