@@ -26,6 +26,8 @@ cases=${LATENCY_AB_CASES:-"put_latency p_latency atomic_latency put_signal_pingp
 for ((r = 0; r < rounds; ++r)); do
   for side in a b; do
     for c in $cases; do
+      # The harness appends to --out: one fresh file per run, so each run's rows count once.
+      rm -f "$out/$side.round.jsonl"
       "$out/bench_$side" --case "$c" --npes 2 --quick --out "$out/$side.round.jsonl" >/dev/null 2>>"$out/$side.log"
       cat "$out/$side.round.jsonl" >> "$out/$side.jsonl"
     done
