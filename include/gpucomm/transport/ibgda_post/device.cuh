@@ -255,10 +255,10 @@ struct IBGDAPost {
     return {peer.base + offset, peer.rkey_wire, true};
   }
 
-  /// atomic()'s work on the word's bits, out of line: one copy per operation and word size.
+  /// atomic()'s work on the word's bits (inline: see lead_write).
   template <atomic_op Op, class U>
-  __device__ GPUCOMM_NOINLINE static U atomic_words(comm<IBGDAPost> const& c, verbs_gpu::remote_buf to, U v, U cmpv,
-                                                    int pe) {
+  __device__ GPUCOMM_FORCEINLINE static U atomic_words(comm<IBGDAPost> const& c, verbs_gpu::remote_buf to, U v, U cmpv,
+                                                       int pe) {
     auto const& q = queue(c, pe);
     constexpr bool fetching = Op != atomic_op::add && Op != atomic_op::set;
     // What the NIC does for each op: detail/nic_atomics.cuh.
@@ -576,12 +576,16 @@ struct IBGDAPost {
   };
 
   /// The leader's part of put and put_signal: the RDMA WRITE, then the signal when there is one
-  /// (an empty put_signal still updates it), then the wait when blocking. Out of line and
-  /// independent of the element type: one copy per translation unit.
-  __device__ GPUCOMM_NOINLINE static void lead_write(comm<IBGDAPost> const& c, int pe, char const* op,
-                                                     verbs_gpu::remote_buf to, void const* src,
-                                                     verbs_gpu::local_buf const& from, std::size_t bytes,
-                                                     signal_update const* signal, bool blocking) {
+  /// (an empty put_signal still updates it), then the wait when blocking. Independent of the element
+  /// type. Inline, like the other lead_* parts and atomic_words: out of line (one copy per
+  /// translation unit, 2.4x less PTX for the op suite) they made posting 2-10 % slower, one thread
+  /// posting back to back through the NIC model (benchmarks/results/2026-11-25-NVIDIA-H100-1gpu-smoke-
+  /// copy-ab/); inline, IBGDAPost's PTX is still within #18's bounds (docs/benchmarks.md,
+  /// "Compile cost").
+  __device__ GPUCOMM_FORCEINLINE static void lead_write(comm<IBGDAPost> const& c, int pe, char const* op,
+                                                        verbs_gpu::remote_buf to, void const* src,
+                                                        verbs_gpu::local_buf const& from, std::size_t bytes,
+                                                        signal_update const* signal, bool blocking) {
     auto const& q = queue(c, pe);
     std::uint64_t last = 0;
     bool const wrote = post_write(q, op, to, src, from, bytes, &last);
@@ -591,17 +595,17 @@ struct IBGDAPost {
     if (done && blocking) finish(q, last, op);
   }
 
-  /// The leader's part of signal: one atomic WQE. Out of line: one copy per translation unit.
-  __device__ GPUCOMM_NOINLINE static void lead_signal(comm<IBGDAPost> const& c, sym_ptr<signal_t> sig, signal_t value,
-                                                      signal_op op, int pe) {
+  /// The leader's part of signal: one atomic WQE.
+  __device__ GPUCOMM_FORCEINLINE static void lead_signal(comm<IBGDAPost> const& c, sym_ptr<signal_t> sig,
+                                                         signal_t value, signal_op op, int pe) {
     std::uint64_t last = 0;
     post_signal(c, queue(c, pe), sig, value, op, pe, &last);
   }
 
   /// The leader's part of fence: a fencing NOP on each of the group's QPs with work in flight.
   /// Unsignalled and not rung: the group's next WQE on that QP rings for it (a doorbell covers every
-  /// WQE before it), and quiet flushes it otherwise. Out of line.
-  __device__ GPUCOMM_NOINLINE static void lead_fence(comm<IBGDAPost> const& c) {
+  /// WQE before it), and quiet flushes it otherwise.
+  __device__ GPUCOMM_FORCEINLINE static void lead_fence(comm<IBGDAPost> const& c) {
     for (int pe = 0; pe < c.npes(); ++pe) {
       auto const& q = queue(c, pe);
       if (!in_flight(q)) continue;
@@ -612,14 +616,14 @@ struct IBGDAPost {
     }
   }
 
-  /// The leader's part of quiet: every one of the group's QPs complete. Out of line.
-  __device__ GPUCOMM_NOINLINE static void lead_quiet(comm<IBGDAPost> const& c) {
+  /// The leader's part of quiet: every one of the group's QPs complete.
+  __device__ GPUCOMM_FORCEINLINE static void lead_quiet(comm<IBGDAPost> const& c) {
     for (int pe = 0; pe < c.npes(); ++pe) quiet_queue(queue(c, pe));
   }
 
-  /// The leader's part of get: RDMA READ into `to` (nic_reaches), the wait when blocking. Out of line.
-  __device__ GPUCOMM_NOINLINE static void lead_read(comm<IBGDAPost> const& c, int pe, verbs_gpu::local_buf const& to,
-                                                    verbs_gpu::remote_buf from, std::size_t bytes, bool blocking) {
+  /// The leader's part of get: RDMA READ into `to` (nic_reaches), the wait when blocking.
+  __device__ GPUCOMM_FORCEINLINE static void lead_read(comm<IBGDAPost> const& c, int pe, verbs_gpu::local_buf const& to,
+                                                       verbs_gpu::remote_buf from, std::size_t bytes, bool blocking) {
     if (bytes == 0) return;
     auto const& q = queue(c, pe);
     std::uint64_t last = 0;
