@@ -27,6 +27,26 @@ import sys
 # bits the kernel leaves reserved.
 MAPPING = {
     "in_opcode": ("create_cq_in", "opcode"),
+    "in_op_mod": ("query_hca_cap_in", "op_mod"),
+    "cap_log_max_qp_sz": ("query_hca_cap_out", "capability.cmd_hca_cap.log_max_qp_sz"),
+    "cap_log_max_qp": ("query_hca_cap_out", "capability.cmd_hca_cap.log_max_qp"),
+    "cap_log_max_cq_sz": ("query_hca_cap_out", "capability.cmd_hca_cap.log_max_cq_sz"),
+    "cap_log_max_cq": ("query_hca_cap_out", "capability.cmd_hca_cap.log_max_cq"),
+    "cap_log_max_ra_req_qp": ("query_hca_cap_out", "capability.cmd_hca_cap.log_max_ra_req_qp"),
+    "cap_log_max_ra_res_qp": ("query_hca_cap_out", "capability.cmd_hca_cap.log_max_ra_res_qp"),
+    "cap_port_type": ("query_hca_cap_out", "capability.cmd_hca_cap.port_type"),
+    "cap_log_max_msg": ("query_hca_cap_out", "capability.cmd_hca_cap.log_max_msg"),
+    "cap_cqe_version": ("query_hca_cap_out", "capability.cmd_hca_cap.cqe_version"),
+    "cap_roce": ("query_hca_cap_out", "capability.cmd_hca_cap.roce"),
+    "cap_atomic": ("query_hca_cap_out", "capability.cmd_hca_cap.atomic"),
+    "cap_cq_oi": ("query_hca_cap_out", "capability.cmd_hca_cap.cq_oi"),
+    "cap_rc": ("query_hca_cap_out", "capability.cmd_hca_cap.rc"),
+    "cap_bf": ("query_hca_cap_out", "capability.cmd_hca_cap.bf"),
+    "cap_log_bf_reg_size": ("query_hca_cap_out", "capability.cmd_hca_cap.log_bf_reg_size"),
+    "cap_sq_ts_format": ("query_hca_cap_out", "capability.cmd_hca_cap.sq_ts_format"),
+    "roce_cap_qp_ts_format": ("query_hca_cap_out", "capability.roce_cap.qp_ts_format"),
+    "atomic_cap_operations": ("query_hca_cap_out", "capability.atomic_caps.atomic_operations"),
+    "atomic_cap_size_qp": ("query_hca_cap_out", "capability.atomic_caps.atomic_size_qp"),
     "out_status": ("create_cq_out", "status"),
     "out_syndrome": ("create_cq_out", "syndrome"),
     "out_obj_number": ("create_cq_out", "cqn"),
@@ -67,7 +87,9 @@ MAPPING = {
     "ads_hop_limit": ("create_qp_in", "qpc.primary_address_path.hop_limit"),
     "ads_tclass": ("create_qp_in", "qpc.primary_address_path.tclass"),
     "ads_rgid_rip_bit": ("create_qp_in", "qpc.primary_address_path.rgid_rip"),
+    "ads_dscp": ("create_qp_in", "qpc.primary_address_path.dscp"),
     "ads_udp_sport": ("create_qp_in", "qpc.primary_address_path.udp_sport"),
+    "ads_eth_prio": ("create_qp_in", "qpc.primary_address_path.eth_prio"),
     "ads_sl": ("create_qp_in", "qpc.primary_address_path.sl"),
     "ads_vhca_port_num": ("create_qp_in", "qpc.primary_address_path.vhca_port_num"),
     "ads_rmac_bit": ("create_qp_in", "qpc.primary_address_path.rmac_47_32+rmac_31_0"),
@@ -100,23 +122,35 @@ MAPPING = {
 BIT_STARTS = {"ads_rgid_rip_bit": 128, "ads_rmac_bit": 48}
 # Structure bases prm_cmd.hpp adds field offsets to: base name -> (structure, member path).
 BASES = {"cqc": ("create_cq_in", "cq_context"), "qpc": ("create_qp_in", "qpc"),
-         "ads": ("create_qp_in", "qpc.primary_address_path")}
+         "ads": ("create_qp_in", "qpc.primary_address_path"), "hca_cap": ("query_hca_cap_out", "capability")}
 # Command sizes in bytes: name -> structure (the size without a flexible array member).
 SIZES = {"create_cq_in_bytes": "create_cq_in", "create_qp_in_bytes": "create_qp_in",
-         "modify_qp_in_bytes": "init2rtr_qp_in", "out_bytes": "create_cq_out"}
+         "modify_qp_in_bytes": "init2rtr_qp_in", "out_bytes": "create_cq_out",
+         "query_hca_cap_in_bytes": "query_hca_cap_in", "query_hca_cap_out_bytes": "query_hca_cap_out"}
 # The same offsets hold in every QP state transition command and output structure.
 SAME_OFFSETS = [("create_qp_in", "rst2init_qp_in", "qpc"), ("create_qp_in", "init2rtr_qp_in", "qpc"),
                 ("create_qp_in", "rtr2rts_qp_in", "qpc"), ("rst2init_qp_in", "init2rtr_qp_in", "qpn"),
                 ("rst2init_qp_in", "rtr2rts_qp_in", "qpn"), ("init2rtr_qp_in", "rtr2rts_qp_in", "opt_param_mask"),
-                ("create_cq_out", "create_qp_out", "status"), ("create_cq_out", "create_qp_out", "syndrome")]
+                ("create_cq_out", "create_qp_out", "status"), ("create_cq_out", "create_qp_out", "syndrome"),
+                ("create_cq_out", "query_hca_cap_out", "status"), ("create_cq_out", "query_hca_cap_out", "syndrome"),
+                ("create_cq_in", "query_hca_cap_in", "opcode")]
 # Opcodes: prm_cmd.hpp name -> the kernel's MLX5_CMD_OP_* enumerator.
-OPCODES = {"op_create_cq": "MLX5_CMD_OP_CREATE_CQ", "op_create_qp": "MLX5_CMD_OP_CREATE_QP",
+OPCODES = {"op_query_hca_cap": "MLX5_CMD_OP_QUERY_HCA_CAP", "op_create_cq": "MLX5_CMD_OP_CREATE_CQ", "op_create_qp": "MLX5_CMD_OP_CREATE_QP",
            "op_rst2init_qp": "MLX5_CMD_OP_RST2INIT_QP", "op_init2rtr_qp": "MLX5_CMD_OP_INIT2RTR_QP",
            "op_rtr2rts_qp": "MLX5_CMD_OP_RTR2RTS_QP"}
 # Other constants whose meaning the kernel names: prm_cmd.hpp name -> enumerator.
 ENUMS = {"qp_st_rc": "MLX5_QP_ST_RC", "qp_pm_migrated": "MLX5_QP_PM_MIGRATED",
          "rq_type_zero_length": "MLX5_ZERO_LEN_RQ", "ts_format_default": "MLX5_TIMESTAMP_FORMAT_DEFAULT",
-         "atomic_mode_up_to_64": "MLX5_ATOMIC_MODE_8B"}
+         "atomic_mode_up_to_64": "MLX5_ATOMIC_MODE_8B", "ts_format_free_running": "MLX5_TIMESTAMP_FORMAT_FREE_RUNNING",
+         "hca_cap_general": "MLX5_SET_HCA_CAP_OP_MOD_GENERAL_DEVICE", "hca_cap_atomic": "MLX5_SET_HCA_CAP_OP_MOD_ATOMIC",
+         "hca_cap_roce": "MLX5_SET_HCA_CAP_OP_MOD_ROCE", "hca_cap_current": "HCA_CAP_OPMOD_GET_CUR",
+         "port_type_eth": "MLX5_CAP_PORT_TYPE_ETH", "ts_cap_free_running": "MLX5_TIMESTAMP_FORMAT_CAP_FREE_RUNNING",
+         "ts_cap_real_time": "MLX5_TIMESTAMP_FORMAT_CAP_REAL_TIME",
+         "ts_cap_free_running_and_real_time": "MLX5_TIMESTAMP_FORMAT_CAP_FREE_RUNNING_AND_REAL_TIME",
+         "atomic_op_cmp_swap": "MLX5_ATOMIC_OPS_CMP_SWAP", "atomic_op_fetch_add": "MLX5_ATOMIC_OPS_FETCH_ADD",
+         "atomic_op_masked_cmp_swap": "MLX5_ATOMIC_OPS_EXTENDED_CMP_SWAP",
+         "atomic_op_masked_fetch_add": "MLX5_ATOMIC_OPS_EXTENDED_FETCH_ADD",
+         "atomic_size_4": "MLX5_ATOMIC_CAPS_ATOMIC_SIZE_QP_4_BYTES", "atomic_size_8": "MLX5_ATOMIC_CAPS_ATOMIC_SIZE_QP_8_BYTES"}
 
 
 def strip_comments(text):
@@ -217,9 +251,11 @@ class Layout:
 
 
 def parse_enums(text):
+    """Enumerators with a literal value or a literal shift (`= 1 << 2`), by name."""
     out = {}
-    for name, value in re.findall(r"\b(MLX5_\w+)\s*=\s*(0x[0-9a-fA-F]+|\d+)\s*[,}\n]", strip_comments(text)):
-        out.setdefault(name, int(value, 0))
+    pattern = r"\b((?:MLX5_|HCA_CAP_OPMOD_)\w+)\s*=\s*(0x[0-9a-fA-F]+|\d+)(?:\s*<<\s*(\d+))?\s*[,}\n]"
+    for name, value, shift in re.findall(pattern, strip_comments(text)):
+        out.setdefault(name, int(value, 0) << int(shift or 0))
     return out
 
 
@@ -242,7 +278,10 @@ def main():
     ap.add_argument("--ifc", required=True, help="the kernel's include/linux/mlx5/mlx5_ifc.h")
     ap.add_argument("--prm", required=True, help="include/gpucomm/verbs_gpu/host/prm_cmd.hpp")
     args = ap.parse_args()
-    ifc_text = open(args.ifc).read()
+    # mlx5_ifc.h's hca_cap_union (QUERY_HCA_CAP's output) names structures of its siblings
+    # (mlx5_ifc_fpga.h's fpga_cap), so those are read too, as scripts/gen_mlx5_ifc_layout.py does.
+    siblings = sorted(glob.glob(os.path.join(os.path.dirname(args.ifc), "mlx5_ifc_*.h")))
+    ifc_text = "".join(open(p).read() for p in [args.ifc] + siblings)
     layout, enums = Layout(ifc_text), {}
     # The enumerations live beside mlx5_ifc.h too (qp.h, driver.h).
     for header in sorted(glob.glob(os.path.join(os.path.dirname(args.ifc), "*.h"))):

@@ -58,6 +58,8 @@ void expect_verdict(vm::firmware_model const& fw, int rc, buffer const& out, std
 
 /// One host's set-up objects on an opened device: PD, a 64 KiB UMEM holding the SQ (offset 0), the
 /// CQ buffer (0x2000) and the doorbell records (QP 0x3000, CQ 0x3040), two UARs and EQ 0's number.
+/// The UMEM allows 4 KiB pages only, so the buffers at offsets are page aligned whatever the kernel
+/// picks (the set-up itself registers one UMEM per buffer instead).
 struct node {
   static constexpr std::uint64_t wq_off = 0, cq_off = 0x2000, qp_dbr = 0x3000, cq_dbr = 0x3040;
   vm::firmware_model fw;
@@ -73,7 +75,7 @@ struct node {
     int e = -1;
     pd = fw.alloc_pd(&e);
     REQUIRE(e == 0);
-    umem = fw.umem_reg(mem.data(), mem.size() * 8, host::access::local_write, -1, ~std::uint64_t{0xfff}, &e);
+    umem = fw.umem_reg(mem.data(), mem.size() * 8, host::access::local_write, -1, 0x1000, &e);
     REQUIRE(e == 0);
     cq_uar = fw.alloc_uar(host::uar_type::nc, &e);
     REQUIRE(e == 0);
@@ -151,7 +153,7 @@ struct node {
       REQUIRE(peer.fw.query_gid(peer.port, 3, &g) == 0);
       host::ah_info ah;
       REQUIRE(fw.resolve_ah(pd, port, g.gid, 3, &ah) == 0);
-      c.set("qpc.primary_address_path.grh", 1)
+      c.set("qpc.primary_address_path.grh", 0)  // reserved on RoCE
           .set_bytes("qpc.primary_address_path.rgid_rip", g.gid)
           .set_bytes("qpc.primary_address_path.rmac", ah.rmac)
           .set("qpc.primary_address_path.hop_limit", 255)
@@ -604,6 +606,26 @@ TEST_CASE("firmware model: each validation fires with the firmware's status", "[
                    "create_qp_in.qpc.cqn_snd");
     CHECK_THAT(other.fw.last_error(), Contains("another context"));
   }
+  SECTION("buffers at UMEM offsets that a larger page would misalign") {
+    // The same 64 KiB as the node's UMEM, but any page size from 4 KiB allowed: the kernel may pick
+    // 64 KiB pages, and 0x2000 is then inside the first one.
+    int e = -1;
+    host::umem_handle any =
+        n.fw.umem_reg(n.mem.data(), n.mem.size() * 8, host::access::local_write, -1, ~std::uint64_t{0xfff}, &e);
+    REQUIRE(e == 0);
+    expect_verdict(n.fw, create(n, n.create_cq_cmd().set("cq_umem_id", any.id), cq_out), cq_out,
+                   k::MLX5_CMD_STAT_BAD_PARAM_ERR, "create_cq_in.cq_umem_offset");
+    CHECK_THAT(n.fw.last_error(), Contains("0x10000"));
+    // At offset 0 any page size fits; with 4 KiB and 8 KiB pages allowed, 0x2000 does too.
+    n.create(n.create_cq_cmd().set("cq_umem_id", any.id).set("cq_umem_offset", 0), ifc::create_cq_out, "cqn");
+    host::umem_handle small = n.fw.umem_reg(n.mem.data(), n.mem.size() * 8, host::access::local_write, -1, 0x3000, &e);
+    REQUIRE(e == 0);
+    auto [cq, cqn] = n.create(n.create_cq_cmd().set("cq_umem_id", small.id), ifc::create_cq_out, "cqn");
+    expect_verdict(n.fw,
+                   create(n, n.create_qp_cmd(cqn).set("wq_umem_id", any.id).set("wq_umem_offset", 0x4000), qp_out),
+                   qp_out, k::MLX5_CMD_STAT_BAD_PARAM_ERR, "create_qp_in.wq_umem_offset");
+    n.create(n.create_qp_cmd(cqn).set("wq_umem_id", small.id).set("wq_umem_offset", 0x4000), ifc::create_qp_out, "qpn");
+  }
   SECTION("a collapsed CQ without overrun-ignore is flagged") {
     auto [cq, cqn] = n.create(n.create_cq_cmd().set("cq_context.oi", 0), ifc::create_cq_out, "cqn");
     CHECK(n.fw.cq_overrun_possible(cqn));
@@ -677,8 +699,9 @@ TEST_CASE("firmware model: each validation fires with the firmware's status", "[
                      mod_out),
         mod_out, k::MLX5_CMD_STAT_BAD_PARAM_ERR, "init2rtr_qp_in.qpc.primary_address_path.src_addr_index");
     expect_verdict(
-        a.fw, a.try_modify(qa.qp, a.init2rtr_cmd(qa.qpn, b, qb.qpn).set("qpc.primary_address_path.grh", 0), mod_out),
+        a.fw, a.try_modify(qa.qp, a.init2rtr_cmd(qa.qpn, b, qb.qpn).set("qpc.primary_address_path.grh", 1), mod_out),
         mod_out, k::MLX5_CMD_STAT_BAD_PARAM_ERR, "init2rtr_qp_in.qpc.primary_address_path.grh");
+    CHECK_THAT(a.fw.last_error(), Contains("reserved for RoCE"));
     expect_verdict(a.fw, a.try_modify(qa.qp, a.init2rtr_cmd(qa.qpn, b, qb.qpn).set("opt_param_mask", 1), mod_out),
                    mod_out, k::MLX5_CMD_STAT_BAD_PARAM_ERR, "init2rtr_qp_in.opt_param_mask");
     a.modify(qa.qp, a.init2rtr_cmd(qa.qpn, b, qb.qpn));  // and the right path works

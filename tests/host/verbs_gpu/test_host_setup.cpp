@@ -1,8 +1,10 @@
 // verbs_gpu host setup without a NIC: the PRM command field encoder, and the clear error a
-// machine without an RDMA device gets.
+// machine without an RDMA device gets from the set-up on rdma-core (setup_model_test.cpp runs the
+// set-up against the firmware model).
 #include <catch2/catch.hpp>
 
 #if __has_include(<infiniband/mlx5dv.h>) && defined(GPUCOMM_HAVE_RDMA_CORE)
+#include <gpucomm/verbs_gpu/host/rdma_core_backend.hpp>
 #include <gpucomm/verbs_gpu/host/setup.hpp>
 
 #include <cstring>
@@ -52,7 +54,8 @@ TEST_CASE("verbs_gpu host setup without an RDMA device fails with a clear messag
     return;
   }
   try {
-    gpucomm::verbs_gpu::host::device d;
+    gpucomm::verbs_gpu::host::rdma_core_backend be;
+    gpucomm::verbs_gpu::host::device d(be);
     FAIL("opening a device succeeded without an RDMA device");
   } catch (gpucomm::verbs_gpu::host::setup_error const& e) {
     std::string const msg = e.what();

@@ -20,14 +20,23 @@
 //   reg_mr()           ibv_reg_dmabuf_mr / ibv_reg_mr
 //   resolve_ah()       ibv_create_ah + mlx5dv_init_obj(MLX5DV_OBJ_AH) (RoCE: the peer's MAC)
 //   map_doorbell()     cudaHostRegister(IoMemory) + cudaHostGetDevicePointer of a UAR's register
+//   default_memory()   where the control memory (SQ ring, CQ, doorbell records) comes from: GPU
+//                      memory for rdma-core (gpu_memory.hpp), host memory for the model
 //
 // Errors: calls that rdma-core reports with errno return a non-zero errno value (or an empty
-// handle with `error` set); the firmware's own verdict on a command comes back in the command's
-// output (status, syndrome), as on hardware. The set-up turns both into setup_error.
+// handle with `error` set). A firmware command (general_cmd, obj_create, obj_modify) that reached
+// the firmware and failed returns EREMOTEIO, what the kernel's mlx5_cmd_do hands DEVX, with the
+// firmware's status and syndrome in the command's output, as on hardware; any other non-zero value
+// is a refusal before the firmware saw the command (the kernel or rdma-core: EINVAL, EPERM, ...).
+// diagnostic() may add the backend's own words for the last failure (the model names the check
+// that failed; rdma-core's backend the CUDA error of a doorbell mapping). The set-up turns all of it
+// into setup_error.
 // Host-only header: no CUDA, no rdma-core includes (either backend brings its own).
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -111,12 +120,77 @@ namespace access {
 inline constexpr int local_write = 1, remote_write = 2, remote_read = 4, remote_atomic = 8;
 }
 
+/// Where the set-up's control memory lives: the SQ ring, the CQ, the doorbell records and the
+/// posting counters, which the GPU (posting, polling) and the NIC (reading WQEs, writing CQEs) both
+/// touch. On hardware it is GPU memory (gpu_memory.hpp: cudaMalloc, dma-buf export, the GPU's PCI
+/// address); host tests with the firmware model use host memory (host_control_memory), so the whole
+/// set-up runs where there is no GPU. Everything the set-up needs from CUDA is behind this class and
+/// backend::map_doorbell.
+class control_memory {
+ public:
+  virtual ~control_memory() = default;
+  /// "GPU memory" or "host memory", for messages.
+  virtual char const* name() const noexcept = 0;
+  /// GPU memory: the NIC reaches it through dma-buf or peer memory, and posting needs only GPU-scope
+  /// fences before the doorbell record (send_queue::scope).
+  virtual bool gpu() const noexcept = 0;
+  /// `bytes` bytes (contents unspecified) aligned to `alignment`, a power of two up to 64 KiB;
+  /// nullptr with *error saying why.
+  virtual void* allocate(std::size_t bytes, std::size_t alignment, std::string* error) = 0;
+  virtual void deallocate(void* p) noexcept = 0;
+  /// Sets `bytes` bytes at p to `value`, done when it returns (the NIC may read them next); false
+  /// with *error saying why.
+  virtual bool fill(void* p, unsigned char value, std::size_t bytes, std::string* error) = 0;
+  /// A dma-buf file descriptor for [p, p + bytes), page aligned, that the caller closes; -1 when
+  /// the memory cannot be exported that way (host memory, a driver without dma-buf).
+  virtual int dmabuf_fd(void const* p, std::size_t bytes) = 0;
+  /// Whether the driver can export dma-bufs of this memory (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED).
+  virtual bool dmabuf_supported() = 0;
+  /// Whether the NIC can reach this memory through peer memory (nvidia-peermem loaded).
+  virtual bool peer_memory() = 0;
+  /// The PCI address of the GPU the memory is on ("0000:17:00.0", lower case); empty for host
+  /// memory. The set-up picks the NIC closest to it.
+  virtual std::string pci_bus_id() = 0;
+};
+
+/// Control memory in the host's own memory: for tests with the firmware model (no GPU, no NIC).
+class host_control_memory final : public control_memory {
+ public:
+  char const* name() const noexcept override { return "host memory"; }
+  bool gpu() const noexcept override { return false; }
+  void* allocate(std::size_t bytes, std::size_t alignment, std::string* error) override {
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+      if (error) *error = "alignment " + std::to_string(alignment) + " is not a power of two";
+      return nullptr;
+    }
+    // std::aligned_alloc wants a size that is a multiple of the alignment.
+    std::size_t const size = (bytes + alignment - 1) / alignment * alignment;
+    void* p = std::aligned_alloc(alignment, size == 0 ? alignment : size);
+    if (p == nullptr && error) *error = "std::aligned_alloc(" + std::to_string(size) + " bytes) failed";
+    return p;
+  }
+  void deallocate(void* p) noexcept override { std::free(p); }
+  bool fill(void* p, unsigned char value, std::size_t bytes, std::string*) override {
+    std::memset(p, value, bytes);
+    return true;
+  }
+  int dmabuf_fd(void const*, std::size_t) override { return -1; }
+  bool dmabuf_supported() override { return false; }
+  bool peer_memory() override { return false; }
+  std::string pci_bus_id() override { return {}; }
+};
+
 /// The calls set-up makes. Every handle is released by the set-up in reverse order of creation.
+/// One backend serves one opened device (open() once).
 class backend {
  public:
   virtual ~backend() = default;
   /// "rdma-core" or "firmware model", for messages.
   virtual char const* name() const noexcept = 0;
+  /// The backend's own explanation of its last failed call, or empty (see the header comment).
+  virtual std::string diagnostic() const { return {}; }
+  /// The control memory the set-up uses unless device_options::memory names another.
+  virtual control_memory& default_memory() = 0;
 
   // ---- discovery and queries (open() first, except devices()) -------------------------------
   virtual std::vector<device_entry> devices() = 0;
@@ -125,8 +199,8 @@ class backend {
   virtual int query_port(std::uint8_t port, port_info* out) = 0;
   virtual int query_gid(std::uint8_t port, int index, gid_entry* out) = 0;
   virtual int query_device(device_info* out) = 0;
-  /// A firmware command on no object (QUERY_HCA_CAP, ...). 0, or an errno value (the firmware's
-  /// status and syndrome are in `out` either way).
+  /// A firmware command on no object (QUERY_HCA_CAP, ...). 0, EREMOTEIO with the firmware's status
+  /// and syndrome in `out`, or another errno value for a refusal before the firmware.
   virtual int general_cmd(void const* in, std::size_t in_bytes, void* out, std::size_t out_bytes) = 0;
 
   // ---- objects --------------------------------------------------------------------------------
@@ -155,8 +229,9 @@ class backend {
   // ---- the doorbell register, as the GPU sees it ---------------------------------------------
   /// A device pointer to `bytes` bytes of the UAR's doorbell register (reg_addr). Not counted:
   /// the set-up calls it once per UAR page and counts the page's users itself, since UARs may be
-  /// shared (rdma-core hands out one page for every NC request of a context) and a second
-  /// cudaHostRegister of the same page fails.
+  /// shared (rdma-core hands out one page for every NC request of a context, and several dedicated
+  /// NC registers from one page) and a second cudaHostRegister of the same page fails.
+  /// unmap_doorbell takes any handle of that page.
   virtual int map_doorbell(uar_handle uar, std::size_t bytes, void** device_pointer) = 0;
   virtual void unmap_doorbell(uar_handle uar) = 0;
 };

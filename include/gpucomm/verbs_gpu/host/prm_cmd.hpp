@@ -1,6 +1,6 @@
 #pragma once
-// Bit positions of the mlx5 firmware commands verbs_gpu issues through DEVX (CREATE_CQ,
-// CREATE_QP, RST2INIT / INIT2RTR / RTR2RTS). Installed rdma-core has no public mlx5_ifc.h, so the
+// Bit positions of the mlx5 firmware commands verbs_gpu issues through DEVX (QUERY_HCA_CAP,
+// CREATE_CQ, CREATE_QP, RST2INIT / INIT2RTR / RTR2RTS). Installed rdma-core has no public mlx5_ifc.h, so the
 // offsets the host setup needs are written out here, from the PRM layouts that rdma-core's
 // providers/mlx5/mlx5_ifc.h and DPDK's drivers/common/mlx5/mlx5_prm.h (BSD-3) describe
 // (struct mlx5_ifc_cqc_bits, mlx5_ifc_qpc_bits, mlx5_ifc_ads_bits, mlx5_ifc_create_*_in_bits).
@@ -54,6 +54,7 @@ inline void set_bytes(void* buf, std::uint32_t bit, void const* src, std::size_t
 }
 
 // ---- command opcodes ----------------------------------------------------------------------------
+inline constexpr std::uint16_t op_query_hca_cap = 0x100;
 inline constexpr std::uint16_t op_create_cq = 0x400;
 inline constexpr std::uint16_t op_create_qp = 0x500;
 inline constexpr std::uint16_t op_rst2init_qp = 0x502;
@@ -62,10 +63,54 @@ inline constexpr std::uint16_t op_rtr2rts_qp = 0x504;
 
 // ---- common header ------------------------------------------------------------------------------
 inline constexpr field in_opcode{0x00, 16};
+inline constexpr field in_op_mod{0x30, 16};
 inline constexpr field out_status{0x00, 8};
 inline constexpr field out_syndrome{0x20, 32};
 inline constexpr field out_obj_number{0x48, 24};  ///< cqn / qpn in CREATE_CQ / CREATE_QP output
 inline constexpr std::size_t out_bytes = 16;
+
+// ---- QUERY_HCA_CAP (mlx5_ifc_query_hca_cap_in_bits / _out_bits) ---------------------------------
+// op_mod = (capability type << 1) | mode; the capability page (a union) at bit 0x80 of the output.
+inline constexpr std::size_t query_hca_cap_in_bytes = 0x80 / 8;
+inline constexpr std::size_t query_hca_cap_out_bytes = 0x8080 / 8;
+inline constexpr std::uint32_t hca_cap_general = 0x0;  ///< cmd_hca_cap
+inline constexpr std::uint32_t hca_cap_atomic = 0x3;   ///< atomic_caps
+inline constexpr std::uint32_t hca_cap_roce = 0x4;     ///< roce_cap
+inline constexpr std::uint32_t hca_cap_current = 0x1;  ///< mode: current values (0: maximum)
+inline constexpr std::uint32_t hca_cap = 0x80;
+// cmd_hca_cap
+inline constexpr field cap_log_max_qp_sz{hca_cap + 0x88, 8};
+inline constexpr field cap_log_max_qp{hca_cap + 0x9b, 5};
+inline constexpr field cap_log_max_cq_sz{hca_cap + 0xc8, 8};
+inline constexpr field cap_log_max_cq{hca_cap + 0xdb, 5};
+inline constexpr field cap_log_max_ra_req_qp{hca_cap + 0x14a, 6};
+inline constexpr field cap_log_max_ra_res_qp{hca_cap + 0x15a, 6};
+inline constexpr field cap_port_type{hca_cap + 0x1b6, 2};
+inline constexpr field cap_log_max_msg{hca_cap + 0x1c3, 5};
+inline constexpr field cap_cqe_version{hca_cap + 0x1fc, 4};
+inline constexpr field cap_roce{hca_cap + 0x21d, 1};
+inline constexpr field cap_atomic{hca_cap + 0x21e, 1};
+inline constexpr field cap_cq_oi{hca_cap + 0x220, 1};
+inline constexpr field cap_rc{hca_cap + 0x23f, 1};
+inline constexpr field cap_bf{hca_cap + 0x260, 1};
+inline constexpr field cap_log_bf_reg_size{hca_cap + 0x26b, 5};
+inline constexpr field cap_sq_ts_format{hca_cap + 0x440, 2};
+// roce_cap
+inline constexpr field roce_cap_qp_ts_format{hca_cap + 0x1e, 2};
+// atomic_caps
+inline constexpr field atomic_cap_operations{hca_cap + 0x90, 16};
+inline constexpr field atomic_cap_size_qp{hca_cap + 0xb0, 16};
+
+inline constexpr std::uint32_t port_type_eth = 0x1;
+inline constexpr std::uint32_t ts_cap_free_running = 0x0;
+inline constexpr std::uint32_t ts_cap_real_time = 0x1;
+inline constexpr std::uint32_t ts_cap_free_running_and_real_time = 0x2;
+inline constexpr std::uint32_t atomic_op_cmp_swap = 0x1;
+inline constexpr std::uint32_t atomic_op_fetch_add = 0x2;
+inline constexpr std::uint32_t atomic_op_masked_cmp_swap = 0x4;
+inline constexpr std::uint32_t atomic_op_masked_fetch_add = 0x8;
+inline constexpr std::uint32_t atomic_size_4 = 0x4;
+inline constexpr std::uint32_t atomic_size_8 = 0x8;
 
 // ---- CREATE_CQ (mlx5_ifc_create_cq_in_bits, cqc at 0x80) ---------------------------------------
 inline constexpr std::uint32_t cqc = 0x80;
@@ -98,7 +143,7 @@ inline constexpr field qpc_log_rq_size{qpc + 0x49, 4};
 inline constexpr field qpc_log_rq_stride{qpc + 0x4d, 3};
 inline constexpr field qpc_no_sq{qpc + 0x50, 1};
 inline constexpr field qpc_log_sq_size{qpc + 0x51, 4};
-inline constexpr field qpc_ts_format{qpc + 0x58, 2};  ///< 1 = default
+inline constexpr field qpc_ts_format{qpc + 0x58, 2};
 inline constexpr field qpc_counter_set_id{qpc + 0x60, 8};
 inline constexpr field qpc_uar_page{qpc + 0x68, 24};
 inline constexpr field qpc_user_index{qpc + 0x88, 24};
@@ -112,7 +157,9 @@ inline constexpr field ads_src_addr_index{ads + 0x48, 8};
 inline constexpr field ads_hop_limit{ads + 0x58, 8};
 inline constexpr field ads_tclass{ads + 0x64, 8};
 inline constexpr std::uint32_t ads_rgid_rip_bit = ads + 0x80;  ///< 16 bytes
+inline constexpr field ads_dscp{ads + 0x10a, 6};               ///< RoCE v2
 inline constexpr field ads_udp_sport{ads + 0x110, 16};
+inline constexpr field ads_eth_prio{ads + 0x121, 3};  ///< RoCE: the Ethernet priority (the SL of IB)
 inline constexpr field ads_sl{ads + 0x124, 4};
 inline constexpr field ads_vhca_port_num{ads + 0x128, 8};
 inline constexpr std::uint32_t ads_rmac_bit = ads + 0x130;  ///< 6 bytes (rmac_47_32, rmac_31_0)
@@ -152,6 +199,7 @@ inline constexpr std::uint32_t qp_st_rc = 0x0;
 inline constexpr std::uint32_t qp_pm_migrated = 0x3;
 inline constexpr std::uint32_t rq_type_zero_length = 0x3;
 inline constexpr std::uint32_t atomic_mode_up_to_64 = 0x3;
+inline constexpr std::uint32_t ts_format_free_running = 0x0;
 inline constexpr std::uint32_t ts_format_default = 0x1;
 
 }  // namespace gpucomm::verbs_gpu::host::prm

@@ -19,7 +19,11 @@
 // transitions, access flags and atomic mode against the capabilities. It checks a few things
 // hardware does not check but a working connection needs, marked "model check" in its messages:
 // RTR's path leads to an existing port and QP of the fabric (rlid, rgid, rmac, remote_qpn), the two
-// ends point at each other, and their PSNs and read/atomic depths agree.
+// ends point at each other, and their PSNs and read/atomic depths agree; grh is 0 on RoCE ports (a
+// RoCE packet always has a GRH: rdma-core calls the bit reserved there and the kernel never sets
+// it); a CQ or work queue buffer at a UMEM offset lies on a page boundary of every page size the
+// kernel may pick for that UMEM (from its page_size_bitmap and length, as devx_umem_find_best_pgsize
+// does), since firmware addresses it through the UMEM's pages.
 //
 // Verdicts come back as on hardware: the command's output holds the firmware status (the kernel's
 // MLX5_CMD_STAT_* values) and a syndrome, and the call returns EREMOTEIO (what mlx5_cmd_do returns
@@ -188,6 +192,10 @@ class firmware_model final : public host::backend {
   firmware_model& operator=(firmware_model const&) = delete;
 
   char const* name() const noexcept override { return "firmware model"; }
+  /// last_error(): the check that failed, in words.
+  std::string diagnostic() const override { return last_error_; }
+  /// Host memory: the model keeps no rings in GPU memory (a GPU-less host test runs the set-up).
+  host::control_memory& default_memory() override { return memory_; }
 
   // ---- host::backend ---------------------------------------------------------------------------
   std::vector<host::device_entry> devices() override;
@@ -263,6 +271,7 @@ class firmware_model final : public host::backend {
   std::vector<std::unique_ptr<detail::handle_rec>> handles_;  ///< what this context's handles' impl point at
   std::string last_error_;
   std::size_t lifetime_errors_ = 0;
+  host::host_control_memory memory_;
 };
 
 }  // namespace gpucomm::verbs_gpu::model

@@ -304,6 +304,29 @@ struct firmware_engine {
                  hex(id) + " (" + hex(u.bytes) + " bytes)");
     return u;
   }
+  /// A queue buffer at `offset` of UMEM `id` must start on a page of the UMEM whatever page size the
+  /// kernel picked for it: devx_umem_find_best_pgsize takes the largest size of page_size_bitmap
+  /// (0 here: any from 4 KiB) up to the UMEM's length rounded up to a power of two that the
+  /// memory's layout allows, so the model assumes the largest (a model check: hardware would
+  /// accept the command and read the buffer from the wrong place).
+  void page_aligned(umem_rec const& u, std::uint64_t id, std::uint64_t offset, std::string const& offset_check,
+                    char const* what) {
+    if (offset == 0) return;
+    unsigned top = 12;
+    while (top < 63 && (std::uint64_t{1} << top) < u.bytes) ++top;  // order_base_2(length), at least 12
+    std::uint64_t const allowed = (u.page_size_bitmap == 0 ? ~std::uint64_t{0} : u.page_size_bitmap) &
+                                  ~std::uint64_t{0xfff} & ((std::uint64_t{2} << top) - 1);
+    if (allowed == 0) return;  // umem_reg refuses such a bitmap
+    unsigned highest = 63;
+    while (((allowed >> highest) & 1u) == 0) --highest;
+    std::uint64_t const page = std::uint64_t{1} << highest;
+    if (offset % page != 0)
+      reject(k::MLX5_CMD_STAT_BAD_PARAM_ERR, offset_check,
+             std::string("(model check) ") + what + " at offset " + hex(offset) + " of UMEM " + hex(id) +
+                 " is not page aligned if the kernel gives that UMEM pages of " + hex(page) +
+                 " bytes, which its page_size_bitmap " + hex(u.page_size_bitmap) + " and length " + hex(u.bytes) +
+                 " allow: register one UMEM per buffer at offset 0, or allow only pages the offset is aligned to");
+  }
   /// A doorbell record: 8 bytes, 8-byte aligned (the record is written as 64-bit words by the GPU
   /// and by the NIC), inside its UMEM.
   umem_rec& dbr(std::uint64_t id, std::uint64_t offset, std::string const& prefix, std::string const& id_field,
@@ -427,6 +450,7 @@ struct firmware_engine {
     auto const buf_id = get(ifc::at(s, "cq_umem_id")), buf_off = get(ifc::at(s, "cq_umem_offset"));
     umem_rec& buf = umem_range(buf_id, buf_off, std::uint64_t{cqe_bytes} << log_size, p + "cq_umem_id",
                                p + "cq_umem_offset", "the CQ buffer");
+    page_aligned(buf, buf_id, buf_off, p + "cq_umem_offset", "the CQ buffer");
     auto const dbr_id = get(ifc::at(s, "cq_context.dbr_umem_id")), dbr_off = get(ifc::at(s, "cq_context.dbr_addr"));
     umem_rec& rec = dbr(dbr_id, dbr_off, p, "cq_context.dbr_umem_id", "cq_context.dbr_addr");
     if (dev.cqs.size() >= (std::size_t{1} << g.log_max_cq))
@@ -508,6 +532,7 @@ struct firmware_engine {
     auto const wq_id = get(ifc::at(s, "wq_umem_id")), wq_off = get(ifc::at(s, "wq_umem_offset"));
     umem_rec& wq = umem_range(wq_id, wq_off, rq_bytes + sq_bytes, p + "wq_umem_id", p + "wq_umem_offset",
                               "the work queue buffer (RQ then SQ)");
+    page_aligned(wq, wq_id, wq_off, p + "wq_umem_offset", "the work queue buffer");
     auto const dbr_id = get(ifc::at(s, "qpc.dbr_umem_id")), dbr_off = get(ifc::at(s, "qpc.dbr_addr"));
     umem_rec& rec = dbr(dbr_id, dbr_off, p, "qpc.dbr_umem_id", "qpc.dbr_addr");
     if (dev.qps.size() >= (std::size_t{1} << g.log_max_qp))
@@ -692,8 +717,12 @@ struct firmware_engine {
       sgid_type = pc.gids[sgid].type;
     }
     if (pc.ethernet) {
-      if (!next.grh)
-        reject(k::MLX5_CMD_STAT_BAD_PARAM_ERR, ap + "grh", "grh = 0 on a RoCE port: RoCE packets always carry a GRH");
+      // RoCE packets always carry a GRH; the path's grh bit is InfiniBand's "add a GRH" and is
+      // reserved on RoCE (rdma-core's mlx5_create_ah; the kernel's mlx5_set_path sets it for IB only).
+      if (next.grh)
+        reject(k::MLX5_CMD_STAT_BAD_PARAM_ERR, ap + "grh",
+               "(model check) grh = 1 on a RoCE port: the bit is reserved for RoCE (every RoCE packet has a GRH; "
+               "rdma-core and the kernel leave it 0)");
       peer_port = port_by_gid(next.rgid, sgid_type);
       if (!peer_port)
         reject(k::MLX5_CMD_STAT_BAD_PARAM_ERR, ap + "rgid_rip",

@@ -1,0 +1,361 @@
+#pragma once
+// host::backend on a real mlx5 NIC: a thin forwarder to rdma-core (libibverbs, libmlx5) and, for
+// the doorbell mapping and the control memory, the CUDA runtime. Each call names the rdma-core call
+// it makes in backend.hpp's table; this file adds only the translation of types and errors.
+//
+// Optional rdma-core features are guarded so that the header builds against older rdma-core (the
+// first release with each: docs/mlx5-setup-references.md section 8). Only the UAR flag is a macro;
+// the others are functions and enumerators, found by CMake's check_source_compiles in
+// cmake/GpucommVerbs.cmake, which defines on gpucomm::verbs:
+//   GPUCOMM_RDMA_HAS_QUERY_GID_EX   ibv_query_gid_ex (v32); without: ibv_query_gid and the entry's
+//                                   type from sysfs (ports/<p>/gid_attrs/types/<i>)
+//   GPUCOMM_RDMA_HAS_REG_DMABUF_MR  ibv_reg_dmabuf_mr (v34); without: dma-buf MRs are refused
+//                                   (EOPNOTSUPP) and the set-up registers through peer memory
+//   GPUCOMM_RDMA_HAS_UMEM_REG_EX    mlx5dv_devx_umem_reg_ex (v35); without: mlx5dv_devx_umem_reg,
+//                                   whose page sizes are rdma-core's own (every size from 4 KiB)
+//   GPUCOMM_RDMA_HAS_UMEM_DMABUF    MLX5DV_UMEM_MASK_DMABUF (v43); without: dma-buf UMEMs are
+//                                   refused (EOPNOTSUPP) and the set-up uses peer memory
+//   MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED (v45, a macro): without it, NC_DEDICATED UARs are refused
+//                                   (EOPNOTSUPP) and the set-up takes a BlueFlame or the NC UAR
+// Without CMake, define the GPUCOMM_RDMA_HAS_* your rdma-core has, or get the fallbacks.
+//
+// Never run on hardware in this project (docs/verbs_gpu.md, "Running on a real mlx5 NIC").
+
+#include <infiniband/mlx5dv.h>
+#include <infiniband/verbs.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "gpu_memory.hpp"
+
+namespace gpucomm::verbs_gpu::host {
+
+class rdma_core_backend final : public backend {
+ public:
+  rdma_core_backend() = default;
+  rdma_core_backend(rdma_core_backend const&) = delete;
+  rdma_core_backend& operator=(rdma_core_backend const&) = delete;
+  ~rdma_core_backend() override {
+    for (auto const& [page, reg] : mapped_) cudaHostUnregister(reg);
+    if (ctx_ != nullptr) ibv_close_device(ctx_);
+  }
+
+  char const* name() const noexcept override { return "rdma-core"; }
+  /// What the last call found wrong beyond its errno value (a CUDA error, a missing rdma-core
+  /// feature); empty after any other call.
+  std::string diagnostic() const override { return diag_; }
+  control_memory& default_memory() override { return memory_; }
+  /// The open context, for callers that need more of rdma-core (nullptr before open()).
+  ibv_context* context() const noexcept { return ctx_; }
+
+  // ---- discovery and queries -----------------------------------------------------------------------
+  std::vector<device_entry> devices() override {
+    diag_.clear();
+    std::vector<device_entry> out;
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    if (list == nullptr) return out;
+    for (int i = 0; i < n; ++i)
+      out.push_back({ibv_get_device_name(list[i]), mlx5dv_is_supported(list[i]), pci_address(list[i]->ibdev_path)});
+    ibv_free_device_list(list);
+    return out;
+  }
+  int open(std::string const& device_name) override {
+    diag_.clear();
+    if (ctx_ != nullptr) return EBUSY;
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    if (list == nullptr) return errno != 0 ? errno : ENODEV;
+    int rc = ENODEV;
+    for (int i = 0; i < n; ++i) {
+      if (device_name != ibv_get_device_name(list[i])) continue;
+      if (!mlx5dv_is_supported(list[i])) {
+        rc = EOPNOTSUPP;
+        break;
+      }
+      mlx5dv_context_attr attr{};
+      attr.flags = MLX5DV_CONTEXT_FLAGS_DEVX;
+      ctx_ = mlx5dv_open_device(list[i], &attr);
+      rc = ctx_ != nullptr ? 0 : errno_or(EIO);
+      if (ctx_ != nullptr) name_ = device_name;
+      break;
+    }
+    ibv_free_device_list(list);
+    return rc;
+  }
+  int query_port(std::uint8_t port, port_info* out) override {
+    diag_.clear();
+    ibv_port_attr a{};
+    if (int const rc = ibv_query_port(ctx_, port, &a); rc != 0) return rc > 0 ? rc : errno_or(EIO);
+    *out = port_info{};
+    out->active = a.state == IBV_PORT_ACTIVE;
+    out->ethernet = a.link_layer == IBV_LINK_LAYER_ETHERNET;
+    out->lid = a.lid;
+    out->active_mtu = static_cast<std::uint32_t>(a.active_mtu);
+    out->gid_table_length = a.gid_tbl_len;
+    out->pkey_table_length = a.pkey_tbl_len;
+    return 0;
+  }
+  int query_gid(std::uint8_t port, int index, gid_entry* out) override {
+    diag_.clear();
+    *out = gid_entry{};
+#if defined(GPUCOMM_RDMA_HAS_QUERY_GID_EX)
+    ibv_gid_entry e{};
+    int const rc = ibv_query_gid_ex(ctx_, port, static_cast<std::uint32_t>(index), &e, 0);
+    if (rc == ENODATA) return 0;  // "within the table but there is no data in this index": empty
+    if (rc != 0) return rc;
+    std::memcpy(out->gid, e.gid.raw, 16);
+    out->type = e.gid_type == IBV_GID_TYPE_ROCE_V2   ? gid_type::roce_v2
+                : e.gid_type == IBV_GID_TYPE_ROCE_V1 ? gid_type::roce_v1
+                                                     : gid_type::ib;
+#else
+    ibv_gid g{};
+    if (ibv_query_gid(ctx_, port, index, &g) != 0) return errno_or(EIO);
+    std::memcpy(out->gid, g.raw, 16);
+    ibv_port_attr a{};
+    if (ibv_query_port(ctx_, port, &a) != 0) return errno_or(EIO);
+    if (a.link_layer != IBV_LINK_LAYER_ETHERNET) {
+      out->type = gid_type::ib;
+    } else {
+      // The kernel's name for the entry's type: "IB/RoCE v1" or "RoCE v2".
+      std::ifstream f("/sys/class/infiniband/" + name_ + "/ports/" + std::to_string(port) + "/gid_attrs/types/" +
+                      std::to_string(index));
+      std::string type;
+      std::getline(f, type);
+      out->type = type == "RoCE v2" ? gid_type::roce_v2 : type.empty() ? gid_type::empty : gid_type::roce_v1;
+    }
+#endif
+    bool zero = true;
+    for (std::uint8_t b : out->gid) zero = zero && b == 0;
+    if (zero) out->type = gid_type::empty;
+    return 0;
+  }
+  int query_device(device_info* out) override {
+    diag_.clear();
+    ibv_device_attr a{};
+    if (int const rc = ibv_query_device(ctx_, &a); rc != 0) return rc > 0 ? rc : errno_or(EIO);
+    *out = device_info{};
+    out->max_qp_rd_atom = a.max_qp_rd_atom;
+    out->max_qp_init_rd_atom = a.max_qp_init_rd_atom;
+    out->atomics = a.atomic_cap != IBV_ATOMIC_NONE;
+    out->max_qp = a.max_qp;
+    out->max_cq = a.max_cq;
+    out->max_mr = a.max_mr;
+    return 0;
+  }
+  int general_cmd(void const* in, std::size_t in_bytes, void* out, std::size_t out_bytes) override {
+    diag_.clear();
+    return normalize(mlx5dv_devx_general_cmd(ctx_, in, in_bytes, out, out_bytes));
+  }
+
+  // ---- objects -------------------------------------------------------------------------------------
+  pd_handle alloc_pd(int* error) override {
+    diag_.clear();
+    pd_handle h;
+    ibv_pd* pd = ibv_alloc_pd(ctx_);
+    if (pd == nullptr) return done(error, errno_or(ENOMEM), h);
+    mlx5dv_obj obj{};
+    mlx5dv_pd dv{};
+    obj.pd.in = pd;
+    obj.pd.out = &dv;
+    if (int const rc = mlx5dv_init_obj(&obj, MLX5DV_OBJ_PD); rc != 0) {
+      ibv_dealloc_pd(pd);
+      return done(error, rc > 0 ? rc : errno_or(EIO), h);
+    }
+    h.impl = pd;
+    h.pdn = dv.pdn;
+    return done(error, 0, h);
+  }
+  void dealloc_pd(pd_handle pd) override { ibv_dealloc_pd(static_cast<ibv_pd*>(pd.impl)); }
+
+  umem_handle umem_reg(void* addr, std::size_t bytes, int access_flags, int dmabuf_fd, std::uint64_t page_size_bitmap,
+                       int* error) override {
+    diag_.clear();
+    umem_handle h;
+    mlx5dv_devx_umem* u = nullptr;
+    if (dmabuf_fd >= 0) {
+#if defined(GPUCOMM_RDMA_HAS_UMEM_DMABUF)
+      mlx5dv_devx_umem_in in{};
+      in.addr = addr;  // the offset into the dma-buf
+      in.size = bytes;
+      in.access = static_cast<std::uint32_t>(access_flags);
+      in.pgsz_bitmap = page_size_bitmap;
+      in.comp_mask = MLX5DV_UMEM_MASK_DMABUF;
+      in.dmabuf_fd = dmabuf_fd;
+      u = mlx5dv_devx_umem_reg_ex(ctx_, &in);
+#else
+      diag_ = "this rdma-core has no dma-buf UMEMs (MLX5DV_UMEM_MASK_DMABUF, rdma-core v43)";
+      return done(error, EOPNOTSUPP, h);
+#endif
+    } else {
+#if defined(GPUCOMM_RDMA_HAS_UMEM_REG_EX)
+      mlx5dv_devx_umem_in in{};
+      in.addr = addr;
+      in.size = bytes;
+      in.access = static_cast<std::uint32_t>(access_flags);
+      in.pgsz_bitmap = page_size_bitmap;
+      u = mlx5dv_devx_umem_reg_ex(ctx_, &in);
+#else
+      (void)page_size_bitmap;  // rdma-core's own: every page size from 4 KiB
+      u = mlx5dv_devx_umem_reg(ctx_, addr, bytes, static_cast<std::uint32_t>(access_flags));
+#endif
+    }
+    if (u == nullptr) return done(error, errno_or(EIO), h);
+    h.impl = u;
+    h.id = u->umem_id;
+    return done(error, 0, h);
+  }
+  void umem_dereg(umem_handle umem) override { mlx5dv_devx_umem_dereg(static_cast<mlx5dv_devx_umem*>(umem.impl)); }
+
+  uar_handle alloc_uar(uar_type type, int* error) override {
+    diag_.clear();
+    uar_handle h;
+    std::uint32_t flags = MLX5DV_UAR_ALLOC_TYPE_NC;
+    if (type == uar_type::blue_flame) flags = MLX5DV_UAR_ALLOC_TYPE_BF;
+    if (type == uar_type::nc_dedicated) {
+#if defined(MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED)
+      flags = MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED;
+#else
+      diag_ = "this rdma-core has no dedicated NC UARs (MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED, rdma-core v45)";
+      return done(error, EOPNOTSUPP, h);
+#endif
+    }
+    mlx5dv_devx_uar* u = mlx5dv_devx_alloc_uar(ctx_, flags);
+    if (u == nullptr) return done(error, errno_or(EIO), h);
+    h.impl = u;
+    h.page_id = u->page_id;
+    h.reg_addr = u->reg_addr;
+    h.base_addr = u->base_addr;
+    return done(error, 0, h);
+  }
+  void free_uar(uar_handle uar) override { mlx5dv_devx_free_uar(static_cast<mlx5dv_devx_uar*>(uar.impl)); }
+  int query_eqn(std::uint32_t vector, std::uint32_t* eqn) override {
+    diag_.clear();
+    return normalize(mlx5dv_devx_query_eqn(ctx_, vector, eqn));
+  }
+  obj_handle obj_create(void const* in, std::size_t in_bytes, void* out, std::size_t out_bytes, int* error) override {
+    diag_.clear();
+    obj_handle h;
+    h.impl = mlx5dv_devx_obj_create(ctx_, in, in_bytes, out, out_bytes);
+    return done(error, h.impl != nullptr ? 0 : errno_or(EIO), h);
+  }
+  int obj_modify(obj_handle obj, void const* in, std::size_t in_bytes, void* out, std::size_t out_bytes) override {
+    diag_.clear();
+    return normalize(mlx5dv_devx_obj_modify(static_cast<mlx5dv_devx_obj*>(obj.impl), in, in_bytes, out, out_bytes));
+  }
+  int obj_destroy(obj_handle obj) override {
+    diag_.clear();
+    return normalize(mlx5dv_devx_obj_destroy(static_cast<mlx5dv_devx_obj*>(obj.impl)));
+  }
+  mr_handle reg_mr(pd_handle pd, void* addr, std::size_t bytes, int access_flags, int dmabuf_fd,
+                   std::uint64_t dmabuf_offset, int* error) override {
+    diag_.clear();
+    mr_handle h;
+    ibv_mr* mr = nullptr;
+    auto* p = static_cast<ibv_pd*>(pd.impl);
+    if (dmabuf_fd >= 0) {
+#if defined(GPUCOMM_RDMA_HAS_REG_DMABUF_MR)
+      mr = ibv_reg_dmabuf_mr(p, dmabuf_offset, bytes, reinterpret_cast<std::uint64_t>(addr), dmabuf_fd, access_flags);
+#else
+      (void)dmabuf_offset;
+      diag_ = "this rdma-core has no ibv_reg_dmabuf_mr (rdma-core v34)";
+      return done(error, EOPNOTSUPP, h);
+#endif
+    } else {
+      mr = ibv_reg_mr(p, addr, bytes, access_flags);
+    }
+    if (mr == nullptr) return done(error, errno_or(EIO), h);
+    h.impl = mr;
+    h.lkey = mr->lkey;
+    h.rkey = mr->rkey;
+    return done(error, 0, h);
+  }
+  void dereg_mr(mr_handle mr) override { ibv_dereg_mr(static_cast<ibv_mr*>(mr.impl)); }
+  int resolve_ah(pd_handle pd, std::uint8_t port, std::uint8_t const (&dgid)[16], int sgid_index,
+                 ah_info* out) override {
+    diag_.clear();
+    ibv_ah_attr attr{};
+    attr.is_global = 1;
+    attr.port_num = port;
+    std::memcpy(attr.grh.dgid.raw, dgid, 16);
+    attr.grh.sgid_index = static_cast<std::uint8_t>(sgid_index);
+    attr.grh.hop_limit = 255;
+    ibv_ah* ah = ibv_create_ah(static_cast<ibv_pd*>(pd.impl), &attr);
+    if (ah == nullptr) return errno_or(EHOSTUNREACH);
+    mlx5dv_obj obj{};
+    mlx5dv_ah dv{};
+    obj.ah.in = ah;
+    obj.ah.out = &dv;
+    int const rc = mlx5dv_init_obj(&obj, MLX5DV_OBJ_AH);
+    if (rc == 0) std::memcpy(out->rmac, dv.av->rmac, 6);
+    ibv_destroy_ah(ah);
+    return rc == 0 ? 0 : (rc > 0 ? rc : errno_or(EIO));
+  }
+
+  // ---- the doorbell register, as the GPU sees it ----------------------------------------------------
+  int map_doorbell(uar_handle uar, std::size_t bytes, void** device_pointer) override {
+    diag_.clear();
+    cudaError_t e = cudaHostRegister(uar.reg_addr, bytes,
+                                     cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      diag_ = std::string("cudaHostRegister(UAR register, cudaHostRegisterIoMemory): ") + cudaGetErrorString(e);
+      return e == cudaErrorHostMemoryAlreadyRegistered ? EEXIST : EIO;
+    }
+    e = cudaHostGetDevicePointer(device_pointer, uar.reg_addr, 0);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      cudaHostUnregister(uar.reg_addr);
+      diag_ = std::string("cudaHostGetDevicePointer(UAR register): ") + cudaGetErrorString(e);
+      return EIO;
+    }
+    mapped_[uar.base_addr] = uar.reg_addr;
+    return 0;
+  }
+  void unmap_doorbell(uar_handle uar) override {
+    diag_.clear();
+    // The address registered for the page, which another handle of the page may have given.
+    auto it = mapped_.find(uar.base_addr);
+    if (it == mapped_.end()) return;
+    cudaHostUnregister(it->second);
+    mapped_.erase(it);
+  }
+
+ private:
+  static int errno_or(int fallback) noexcept { return errno != 0 ? errno : fallback; }
+  /// rdma-core returns errno values from most calls, -1 with errno from some: one convention.
+  static int normalize(int rc) noexcept { return rc == 0 ? 0 : rc > 0 ? rc : errno_or(EIO); }
+  /// Returns handle `h`, with `value` (0 or an errno value) in *error.
+  template <class Handle>
+  static Handle done(int* error, int value, Handle h) noexcept {
+    if (error != nullptr) *error = value;
+    return h;
+  }
+  /// "0000:17:00.0" from /sys/class/infiniband/<dev>/device, a link into the PCI tree.
+  static std::string pci_address(char const* ibdev_path) {
+    char buf[PATH_MAX];
+    if (::realpath((std::string(ibdev_path) + "/device").c_str(), buf) == nullptr) return {};
+    std::string const p(buf);
+    return p.substr(p.find_last_of('/') + 1);
+  }
+
+  ibv_context* ctx_ = nullptr;
+  std::string name_;
+  std::string diag_;
+  cuda_control_memory memory_;
+  std::map<void*, void*> mapped_;  ///< UAR page (base_addr) -> the register registered with CUDA
+};
+
+}  // namespace gpucomm::verbs_gpu::host
