@@ -4,8 +4,6 @@
 // read from sysfs, so the choice is unit-tested on machines without a NIC.
 
 #include <dirent.h>
-#include <limits.h>
-#include <stdlib.h>
 
 #include <cctype>
 #include <cstddef>
@@ -14,8 +12,11 @@
 
 #include "../../error.hpp"
 #include "../../host/nic_choice.hpp"
+#include "../../verbs_gpu/host/pci_path.hpp"
 
 namespace gpucomm::detail {
+
+namespace pci = verbs_gpu::host::pci;
 
 /// The NIC to use, from the option and the environment variable's value (`env`, may be null).
 /// An explicit option and a different explicit variable conflict: that is an error rather than a
@@ -44,30 +45,11 @@ inline nic_choice resolve_nic_choice(nic_choice option, char const* env, int pe,
   return option;
 }
 
-/// Canonical path of `p`, or "" if it does not exist.
-inline std::string real_path(std::string const& p) {
-  char buf[PATH_MAX];
-  return ::realpath(p.c_str(), buf) != nullptr ? std::string(buf) : std::string();
-}
-
-/// How many leading path components a and b share.
-inline std::size_t common_components(std::string const& a, std::string const& b) {
-  std::size_t n = 0, i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i]) {
-    ++i;
-    bool const end_a = i == a.size() || a[i] == '/';
-    bool const end_b = i == b.size() || b[i] == '/';
-    if (end_a && end_b) ++n;
-  }
-  return n;
-}
-
 /// The name of the InfiniBand device (e.g. "mlx5_0") that shares the longest PCI path with the
 /// GPU of PCI bus id `gpu_bus_id` (as cudaDeviceGetPCIBusId gives it), reading the tree under
 /// `sysfs`; "" if there is none. Ties go to the first name in order.
 inline std::string closest_nic(std::string gpu_bus_id, std::string const& sysfs = "/sys") {
-  for (auto& ch : gpu_bus_id) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  std::string const gpu = real_path(sysfs + "/bus/pci/devices/" + gpu_bus_id);
+  std::string const gpu = pci::real_path(sysfs + "/bus/pci/devices/" + pci::sysfs_bus_id(gpu_bus_id));
   std::vector<std::string> names;
   if (DIR* dir = ::opendir((sysfs + "/class/infiniband").c_str())) {
     while (dirent* e = ::readdir(dir)) {
@@ -78,9 +60,9 @@ inline std::string closest_nic(std::string gpu_bus_id, std::string const& sysfs 
   std::string best;
   std::size_t best_score = 0;
   for (auto const& name : names) {
-    std::string const nic = real_path(sysfs + "/class/infiniband/" + name + "/device");
+    std::string const nic = pci::real_path(sysfs + "/class/infiniband/" + name + "/device");
     if (nic.empty()) continue;
-    std::size_t const score = gpu.empty() ? 0 : common_components(gpu, nic);
+    std::size_t const score = gpu.empty() ? 0 : pci::common_components(gpu, nic);
     if (best.empty() || score > best_score || (score == best_score && name < best)) {
       best = name;
       best_score = score;

@@ -25,8 +25,6 @@
 // code has run against the firmware model only, never on a NIC; see docs/verbs_gpu.md, "Running on a
 // real mlx5 NIC".
 
-#include <limits.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,6 +46,7 @@
 #include "../completion_queue.cuh"
 #include "../send_queue.cuh"
 #include "backend.hpp"
+#include "pci_path.hpp"
 #include "prm_cmd.hpp"
 
 namespace gpucomm::verbs_gpu::host {
@@ -141,40 +140,22 @@ inline void check_cmd(backend const& be, int rc, void const* out, std::string co
        "command or the rdma-core in use lacks the call");
 }
 
-// ---- the NIC closest to the GPU (the rule of gpucomm::detail::closest_nic in
-// transport/detail/nic_select.hpp, applied to the backend's devices and their PCI addresses, so that
-// model devices can be placed in a fake sysfs tree) ------------------------------------------------
-/// Canonical path of `p`, or "" if it does not exist.
-inline std::string real_path(std::string const& p) {
-  char buf[PATH_MAX];
-  return ::realpath(p.c_str(), buf) != nullptr ? std::string(buf) : std::string();
-}
-/// How many leading path components a and b share.
-inline std::size_t common_components(std::string const& a, std::string const& b) {
-  std::size_t n = 0, i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i]) {
-    ++i;
-    bool const end_a = i == a.size() || a[i] == '/';
-    bool const end_b = i == b.size() || b[i] == '/';
-    if (end_a && end_b) ++n;
-  }
-  return n;
-}
-inline std::string lower(std::string s) {
-  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
-}
+// ---- the NIC closest to the GPU (pci_path.hpp's rule, as gpucomm::detail::closest_nic uses it,
+// applied to the backend's devices and their PCI addresses, so that model devices can be placed in a
+// fake sysfs tree) ----------------------------------------------------------------------------------
 /// Of `candidates` (mlx5 devices), the one whose PCI path under `sysfs` shares the most components
 /// with the GPU's (bus id `gpu`); ties, an unknown GPU and unknown NIC paths: the first name in order.
 inline device_entry const& closest_device(std::string const& gpu, std::vector<device_entry const*> const& candidates,
                                           std::string const& sysfs) {
-  std::string const gpu_path = gpu.empty() ? std::string() : real_path(sysfs + "/bus/pci/devices/" + lower(gpu));
+  std::string const gpu_path =
+      gpu.empty() ? std::string() : pci::real_path(sysfs + "/bus/pci/devices/" + pci::sysfs_bus_id(gpu));
   device_entry const* best = nullptr;
   std::size_t best_score = 0;
   for (device_entry const* d : candidates) {
-    std::string const nic =
-        d->pci_bus_id.empty() ? std::string() : real_path(sysfs + "/bus/pci/devices/" + lower(d->pci_bus_id));
-    std::size_t const score = gpu_path.empty() || nic.empty() ? 0 : common_components(gpu_path, nic);
+    std::string const nic = d->pci_bus_id.empty()
+                                ? std::string()
+                                : pci::real_path(sysfs + "/bus/pci/devices/" + pci::sysfs_bus_id(d->pci_bus_id));
+    std::size_t const score = gpu_path.empty() || nic.empty() ? 0 : pci::common_components(gpu_path, nic);
     if (best == nullptr || score > best_score || (score == best_score && d->name < best->name)) {
       best = d;
       best_score = score;
