@@ -287,7 +287,8 @@ class device {
                          std::to_string(reg_bytes) + " bytes) into the GPU failed: " + detail::errno_text(e) +
                          detail::said(be_),
                      "GPU-rung doorbells need the driver to allow I/O-memory mappings (cudaHostRegisterIoMemory; "
-                     "e.g. NVreg_RegistryDwords=\"PeerMappingOverride=1;\"); otherwise use a CPU proxy (ProxyQueue)");
+                     "e.g. NVreg_RegistryDwords=\"PeerMappingOverride=1;\"); a CPU proxy (ProxyQueue) would avoid GPU "
+                     "doorbells, but its NIC backend drives only the NIC model in this version");
       }
       it = doorbells_.emplace(uar.page_id, mapped_page{0, reinterpret_cast<std::uintptr_t>(uar.reg_addr), dev}).first;
     }
@@ -329,8 +330,8 @@ class device {
                      "GPU");
       if (!chosen->mlx5)
         detail::fail("device " + opt_.name + " is not an mlx5 device",
-                     "verbs_gpu builds mlx5 WQEs and needs a ConnectX (mlx5) NIC; other NICs can use the ProxyQueue "
-                     "transport");
+                     "verbs_gpu builds mlx5 WQEs and needs a ConnectX (mlx5) NIC (ProxyQueue's NIC backend, the "
+                     "route for other NICs, drives only the NIC model in this version)");
     } else {
       if (mlx5.empty())
         detail::fail("no mlx5 device among the RDMA devices (" + names + ")",
