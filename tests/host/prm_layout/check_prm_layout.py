@@ -141,7 +141,7 @@ OPCODES = {"op_query_hca_cap": "MLX5_CMD_OP_QUERY_HCA_CAP", "op_create_cq": "MLX
 # Other constants whose meaning the kernel names: prm_cmd.hpp name -> enumerator.
 ENUMS = {"qp_st_rc": "MLX5_QP_ST_RC", "qp_pm_migrated": "MLX5_QP_PM_MIGRATED",
          "rq_type_zero_length": "MLX5_ZERO_LEN_RQ", "ts_format_default": "MLX5_TIMESTAMP_FORMAT_DEFAULT",
-         "atomic_mode_up_to_64": "MLX5_ATOMIC_MODE_8B", "ts_format_free_running": "MLX5_TIMESTAMP_FORMAT_FREE_RUNNING",
+         "atomic_mode_up_to_8b": "MLX5_ATOMIC_MODE_8B", "ts_format_free_running": "MLX5_TIMESTAMP_FORMAT_FREE_RUNNING",
          "hca_cap_general": "MLX5_SET_HCA_CAP_OP_MOD_GENERAL_DEVICE", "hca_cap_atomic": "MLX5_SET_HCA_CAP_OP_MOD_ATOMIC",
          "hca_cap_roce": "MLX5_SET_HCA_CAP_OP_MOD_ROCE", "hca_cap_current": "HCA_CAP_OPMOD_GET_CUR",
          "port_type_eth": "MLX5_CAP_PORT_TYPE_ETH", "ts_cap_free_running": "MLX5_TIMESTAMP_FORMAT_CAP_FREE_RUNNING",

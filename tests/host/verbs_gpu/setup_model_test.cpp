@@ -266,6 +266,8 @@ TEST_CASE("set-up on the firmware model: to RTS on InfiniBand and RoCE, loopback
     }
   }
   // Everything released, in an order firmware accepts.
+  CHECK(ra.fw.live_objects() == 0);
+  CHECK(rb.fw.live_objects() == 0);
   CHECK(ra.fw.lifetime_errors() == 0);
   CHECK(rb.fw.lifetime_errors() == 0);
   CHECK(ra.unmaps == static_cast<int>(ra.maps.size()));
@@ -749,6 +751,7 @@ TEST_CASE("set-up: failures name the call, the firmware's verdict and what to do
     recorder r{vm::firmware_fabric({c})};
     host::device d(r);
     host::qp first(d, {.log_sq_depth = 6});
+    std::size_t const held = r.fw.live_objects();
     std::string const msg = error_of([&] { host::qp second(d, {.log_sq_depth = 6}); });
     CHECK_THAT(msg, Contains("DEVX CREATE_QP on mlx5_0 was rejected by the firmware") &&
                         Contains("firmware status 0xf no resources") &&
@@ -761,6 +764,7 @@ TEST_CASE("set-up: failures name the call, the firmware's verdict and what to do
                                  }()) &&
                         Contains("2^log_max_qp QPs already"));
     // The half-built QP was released: nothing leaked, nothing released out of order.
+    CHECK(r.fw.live_objects() == held);
     CHECK(r.fw.lifetime_errors() == 0);
     CHECK(r.unmaps == 1);
   }

@@ -198,7 +198,7 @@ inline constexpr std::size_t modify_qp_in_bytes = 0x880 / 8;
 inline constexpr std::uint32_t qp_st_rc = 0x0;
 inline constexpr std::uint32_t qp_pm_migrated = 0x3;
 inline constexpr std::uint32_t rq_type_zero_length = 0x3;
-inline constexpr std::uint32_t atomic_mode_up_to_64 = 0x3;
+inline constexpr std::uint32_t atomic_mode_up_to_8b = 0x3;  ///< atomics of up to 8 bytes (the kernel's UP_TO_8B)
 inline constexpr std::uint32_t ts_format_free_running = 0x0;
 inline constexpr std::uint32_t ts_format_default = 0x1;
 

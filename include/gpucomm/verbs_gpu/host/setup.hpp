@@ -804,7 +804,9 @@ class qp {
 
   /// Control memory for one object: `bytes` rounded up to 4 KiB, filled with `value`.
   void allocate(block& b, std::size_t bytes, unsigned char value, char const* what) {
-    b.bytes = detail::round_up(bytes, 4096);
+    // Whole host pages: dma-buf exports (cuMemGetHandleForAddressRange) need the host page size,
+    // 64 KiB on some hosts.
+    b.bytes = detail::round_up(bytes, std::max<std::size_t>(4096, static_cast<std::size_t>(::sysconf(_SC_PAGESIZE))));
     std::string why;
     b.ptr = mem_.allocate(b.bytes, 4096, &why);
     if (b.ptr == nullptr)
@@ -841,7 +843,7 @@ class qp {
   void build() {
     device_caps const& caps = dev_.caps();
     std::string const on = " on " + dev_.name();
-    if ((1u << opt_.log_sq_depth) > max_sq_depth || opt_.log_sq_depth > 31)
+    if (opt_.log_sq_depth > 15 || (1u << opt_.log_sq_depth) > max_sq_depth)  // no shift past 31
       detail::fail("qp_options::log_sq_depth = " + std::to_string(opt_.log_sq_depth) +
                        ": the SQ is at most max_sq_depth (32768) WQEBBs",
                    "the 16-bit wqe_counter must stay unambiguous (completion_queue.cuh)");
@@ -959,7 +961,7 @@ class qp {
       prm::set(in, prm::qpc_rwe, 1);
       prm::set(in, prm::qpc_rre, 1);
       prm::set(in, prm::qpc_rae, 1);
-      prm::set(in, prm::qpc_atomic_mode, prm::atomic_mode_up_to_64);
+      prm::set(in, prm::qpc_atomic_mode, prm::atomic_mode_up_to_8b);
       prm::set(in, prm::ads_vhca_port_num, dev_.port());
       prm::set(in, prm::ads_pkey_index, dev_.options().pkey_index);
       prm::set(in, prm::qpc_counter_set_id, 0);

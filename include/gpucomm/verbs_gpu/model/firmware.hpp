@@ -261,6 +261,9 @@ class firmware_model final : public host::backend {
   /// Objects released out of order (a PD, UMEM or UAR still used by a CQ, QP or MR, a mapped UAR
   /// freed): counted and kept alive, as firmware refuses to release them.
   std::size_t lifetime_errors() const noexcept { return lifetime_errors_; }
+  /// The objects this context holds now (PDs, UMEMs, UARs, CQs, QPs, MRs: every live handle). The
+  /// model releases what is left when the context closes, so a leak shows only here.
+  std::size_t live_objects() const noexcept { return handles_.size(); }
   firmware_fabric const& fabric() const noexcept { return fabric_; }
 
  private:

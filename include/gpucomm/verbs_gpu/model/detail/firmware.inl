@@ -338,7 +338,9 @@ struct firmware_engine {
   }
 
   /// ts_format against what the device supports; the kernel's rule (mlx5_get_qp_default_ts): DEFAULT
-  /// only where the device reports more than free-running.
+  /// only where the device reports more than free-running. The kernel only chooses by this rule;
+  /// whether firmware rejects DEFAULT on a free-running-only device is not known, so the refusal
+  /// of that case is a model check (its message says so).
   void check_ts(std::uint64_t fmt, ts_formats cap, std::string const& check, char const* cap_name) {
     if (fmt > k::MLX5_TIMESTAMP_FORMAT_REAL_TIME)
       reject(k::MLX5_CMD_STAT_BAD_PARAM_ERR, check,
@@ -349,7 +351,7 @@ struct firmware_engine {
                                                                  : cap != ts_formats::free_running;
     if (!ok)
       reject(k::MLX5_CMD_STAT_BAD_PARAM_ERR, check,
-             "qpc.ts_format = " + std::to_string(fmt) + " is not supported: " + cap_name + " = " +
+             "qpc.ts_format = " + std::to_string(fmt) + " is not supported (model check): " + cap_name + " = " +
                  std::to_string(static_cast<unsigned>(cap)) + " (MLX5_TIMESTAMP_FORMAT_CAP_*)");
   }
 
