@@ -7,6 +7,8 @@
 // a command the model accepts (the full sequences show that) and breaks one field, so a check that
 // stopped firing would let the command through and fail the case.
 #include <catch2/catch.hpp>
+
+#include "model_devices.hpp"
 #include <gpucomm/verbs_gpu/model/firmware.hpp>
 
 #include <cerrno>
@@ -228,19 +230,8 @@ void connect(node& na, queue_pair& a, node& nb, queue_pair& b) {
   if (!loopback) nb.modify(b.qp, node::rtr2rts_cmd(b.qpn));
 }
 
-vm::firmware_config ib_device(std::string name, std::uint16_t lid) {
-  vm::firmware_config c;
-  c.name = std::move(name);
-  c.pci_bus_id = "0000:" + std::to_string(16 + lid) + ":00.0";
-  c.ports = {vm::port_config::infiniband(lid, 0x0002c90300000000ull + lid)};
-  return c;
-}
-vm::firmware_config roce_device(std::string name, std::uint32_t ip) {
-  vm::firmware_config c;
-  c.name = std::move(name);
-  c.ports = {vm::port_config::roce(ip, 0x020000fffe000000ull + ip)};
-  return c;
-}
+using gpucomm_test::ib_device;
+using gpucomm_test::roce_device;
 
 }  // namespace
 

@@ -8,6 +8,8 @@
 // that: the model rejects the old command, or the case checks the value the old code got wrong. Each
 // was also run once against the fix reverted, and failed.
 #include <catch2/catch.hpp>
+
+#include "model_devices.hpp"
 #include <gpucomm/verbs_gpu/host/setup.hpp>
 #include <gpucomm/verbs_gpu/model/firmware.hpp>
 
@@ -138,19 +140,8 @@ class recorder final : public host::backend {
   }
 };
 
-vm::firmware_config ib_device(std::string name, std::uint16_t lid) {
-  vm::firmware_config c;
-  c.name = std::move(name);
-  c.pci_bus_id = "0000:" + std::to_string(16 + lid) + ":00.0";
-  c.ports = {vm::port_config::infiniband(lid, 0x0002c90300000000ull + lid)};
-  return c;
-}
-vm::firmware_config roce_device(std::string name, std::uint32_t ip) {
-  vm::firmware_config c;
-  c.name = std::move(name);
-  c.ports = {vm::port_config::roce(ip, 0x020000fffe000000ull + ip)};
-  return c;
-}
+using gpucomm_test::ib_device;
+using gpucomm_test::roce_device;
 
 /// The QPs a and b (on devices of their own, or one QP twice for loopback) taken to RTS.
 void connect(host::qp& a, host::qp& b) {
