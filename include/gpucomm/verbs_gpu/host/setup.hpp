@@ -759,7 +759,7 @@ class qp {
       prm::set(in, prm::in_opcode, prm::op_rtr2rts_qp);
       prm::set(in, prm::modify_qpn, qpn_);
       prm::set(in, prm::qpc_log_ack_req_freq, 0);
-      prm::set(in, prm::qpc_log_sra_max, std::min({caps.log_max_ra_req_qp, 7u, unsigned{peer.log_rra_max}}));
+      prm::set(in, prm::qpc_log_sra_max, std::min({ra_cap(), unsigned{peer.log_rra_max}}));
       prm::set(in, prm::qpc_next_send_psn, 0);
       prm::set(in, prm::qpc_retry_count, 7);
       prm::set(in, prm::qpc_rnr_retry, 7);
@@ -799,8 +799,14 @@ class qp {
     umem_handle umem{};
   };
 
-  /// log_rra_max this QP offers: the responder depth the device allows (a 3-bit field).
-  unsigned log_rra_max() const noexcept { return std::min(dev_.caps().log_max_ra_res_qp, 7u); }
+  /// The read/atomic depth (log2) this QP uses either way: log_max_ra_req_qp and log_max_ra_res_qp
+  /// both cap it, since the PRM field names pair them with sra/rra one way and the kernel's mlx5
+  /// driver the other (qp.c caps max_dest_rd_atomic by log_max_ra_req_qp); 3-bit fields.
+  unsigned ra_cap() const noexcept {
+    return std::min({dev_.caps().log_max_ra_res_qp, dev_.caps().log_max_ra_req_qp, 7u});
+  }
+  /// log_rra_max this QP offers (the peer caps its log_sra_max by it).
+  unsigned log_rra_max() const noexcept { return ra_cap(); }
 
   /// Control memory for one object: `bytes` rounded up to 4 KiB, filled with `value`.
   void allocate(block& b, std::size_t bytes, unsigned char value, char const* what) {
