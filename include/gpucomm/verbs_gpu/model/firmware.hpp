@@ -49,9 +49,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "../host/backend.hpp"
+#include "qp_state.hpp"
 
 namespace gpucomm::verbs_gpu::model {
 
@@ -149,10 +151,33 @@ struct firmware_config {
   std::optional<hca_caps> max_caps;    ///< QUERY_HCA_CAP "maximum"; empty: the same as caps
   std::uint32_t num_comp_vectors = 8;  ///< completion vectors query_eqn() answers for
   bool nc_dedicated_uar = true;        ///< supports MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED
+  /// Modelled by another process (a NIC of another host or process, which has its own fabric
+  /// object): its ports answer RTR's path checks, but its QPs are not known here, so the checks
+  /// that need the peer QP (it exists, points back, PSNs and depths agree) are left to that
+  /// process's model. Not listed by devices() and not openable here.
+  bool remote = false;
 };
 
-/// A QP's state (the kernel's MLX5_QPC_STATE_* values).
-enum class qp_state : std::uint8_t { reset = 0, init = 1, rtr = 2, rts = 3, error = 6 };
+/// A CQ as its creator configured it (what a data path needs: nic_backend.hpp).
+struct cq_description {
+  bool collapsed = false, overrun_ignore = false;
+  unsigned log_size = 0;
+  std::uint32_t umem = 0, dbr_umem = 0;  ///< UMEM ids of the entries and of the doorbell record
+  std::uint64_t umem_offset = 0, dbr_offset = 0;
+};
+
+/// A QP as created and moved so far.
+struct qp_description {
+  qp_state state = qp_state::reset;
+  std::uint32_t pd = 0, cqn_snd = 0, cqn_rcv = 0, uar_page = 0;
+  std::uint32_t wq_umem = 0, dbr_umem = 0;  ///< UMEM ids of the SQ ring and of the doorbell record
+  std::uint64_t wq_offset = 0, dbr_offset = 0;
+  unsigned log_sq_size = 0;
+  bool rae = false, rre = false, rwe = false;
+  std::uint32_t remote_qpn = 0;  ///< after RTR
+  std::string peer_device;       ///< after RTR: the device the path leads to
+  bool peer_remote = false;      ///< ... which another process models (firmware_config::remote)
+};
 
 namespace detail {
 struct fabric_state;
@@ -258,6 +283,13 @@ class firmware_model final : public host::backend {
   bool cq_overrun_possible(std::uint32_t cqn) const;
   /// The state of QP qpn of this device; empty when there is none.
   std::optional<qp_state> query_qp_state(std::uint32_t qpn) const;
+  /// What `obj` (an obj_create handle of this context) is: a CQ (true) or QP, and its number.
+  std::pair<bool, std::uint32_t> object_of(host::obj_handle obj) const;
+  /// CQ cqn / QP qpn of this context; empty when it has none.
+  std::optional<cq_description> describe_cq(std::uint32_t cqn) const;
+  std::optional<qp_description> describe_qp(std::uint32_t qpn) const;
+  /// The opened device's index in its fabric (order of addition); -1 before open().
+  std::size_t device_index() const noexcept { return device_; }
   /// Objects released out of order (a PD, UMEM or UAR still used by a CQ, QP or MR, a mapped UAR
   /// freed): counted and kept alive, as firmware refuses to release them.
   std::size_t lifetime_errors() const noexcept { return lifetime_errors_; }

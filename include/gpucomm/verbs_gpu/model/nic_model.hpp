@@ -71,6 +71,7 @@
 #include <cuda/atomic>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -91,6 +92,7 @@
 #include "../send_queue.cuh"
 #include "fabric.hpp"
 #include "fault_options.hpp"
+#include "qp_state.hpp"
 
 namespace gpucomm::verbs_gpu::model {
 
@@ -109,16 +111,25 @@ struct memory_key {
   std::uint32_t rkey = 0;
 };
 
-/// A CQ for the model: host-accessible pointers to the entries (initialised to 0xff) and to the
-/// CQ doorbell record (owner-bit mode reads the consumer index from it).
+/// A CQ for the model: pointers to the entries (initialised to 0xff) and to the CQ doorbell record
+/// (owner-bit mode reads the consumer index from it), in host memory, or in GPU memory of
+/// `cuda_device` (read and written with cudaMemcpy, as a NIC reaches a GPU-resident CQ over PCIe).
 struct cq_config {
   cq_mode mode = cq_mode::collapsed;
   cqe64* cqes = nullptr;
   std::uint32_t log_ncqe = 0;
   std::uint32_t* dbrec = nullptr;
+  int cuda_device = -1;  ///< >= 0: entries and doorbell record are GPU memory of this device
+  /// cqc.oi: a collapsed CQ without it overruns when a completion arrives while the one before is
+  /// unconsumed (its consumer index in the doorbell record has not moved); the model counts and
+  /// reports that (nic_stats::cq_overruns, overrun_cqns()).
+  bool overrun_ignore = true;
 };
 
-/// A QP for the model: host-accessible pointers to what the producer writes.
+/// A QP for the model: pointers to what the producer writes. The ring and the doorbell record are
+/// host memory, or GPU memory of `cuda_device` (the model copies new WQEs out with cudaMemcpy after
+/// each doorbell, as a NIC reads a GPU-resident ring over PCIe); the doorbell register is host
+/// memory the model watches.
 struct qp_config {
   std::uint32_t pd = 0;
   std::byte* ring = nullptr;  ///< SQ buffer, (1 << log_depth) WQEBBs
@@ -127,6 +138,8 @@ struct qp_config {
   std::uint64_t* doorbell = nullptr;   ///< the 8-byte doorbell register (host memory here)
   std::uint32_t send_cqn = 0;
   std::uint32_t recv_cqn = 0;  ///< 0: none (RDMA WRITE with immediate to it fails)
+  int cuda_device = -1;        ///< >= 0: ring and doorbell record are GPU memory of this device
+  std::uint32_t qpn = 0;       ///< the QP number to use (a firmware's, see nic_backend.hpp); 0: the nic picks
 };
 
 /// Fault injection.
@@ -172,8 +185,6 @@ struct nic_config {
   std::chrono::milliseconds reply_timeout{30'000};
 };
 
-enum class qp_state { rts, error };
-
 /// Counters of what the model did.
 struct nic_stats {
   std::uint64_t doorbells = 0, doorbells_dropped = 0, doorbells_duplicated = 0;
@@ -183,6 +194,8 @@ struct nic_stats {
   std::uint64_t served = 0;      ///< requests of other nics answered (as responder)
   /// Faults injected besides drops and duplicates: doorbell handlings and CQEs delayed.
   std::uint64_t doorbells_delayed = 0, cqes_delayed = 0;
+  /// CQEs written to a collapsed CQ without overrun-ignore while its last one was unconsumed.
+  std::uint64_t cq_overruns = 0;
 };
 
 /// The software NIC. Thread-safe: setup calls, progress() and the background thread serialise on
@@ -219,8 +232,10 @@ class nic {
   /// GPU memory and mapped host memory: the device/UVA address). `host_alias`, when given, is where
   /// the host reaches the same bytes (for mapped host memory whose device address differs);
   /// `cuda_device` >= 0 marks GPU memory of that device (accessed with cudaMemcpyAsync).
+  /// `keys`, when not zero, are the keys to use (a firmware's, see nic_backend.hpp); they must be
+  /// unique in the PD.
   memory_key register_memory(std::uint32_t pd, void const* addr, std::size_t length, std::uint32_t access_flags,
-                             void* host_alias = nullptr, int cuda_device = -1) {
+                             void* host_alias = nullptr, int cuda_device = -1, memory_key keys = {}) {
     std::lock_guard lk(regions_mu_);
     region r;
     r.pd = pd;
@@ -231,8 +246,13 @@ class nic {
     r.cuda_device = cuda_device;
     std::uint32_t const idx = static_cast<std::uint32_t>(regions_.size()) + 1;
     // Distinct lkey and rkey; never MLX5_INVALID_LKEY (0x100).
-    r.lkey = (idx << 12) | 0x0a5;
-    r.rkey = (idx << 12) | 0x05a;
+    r.lkey = keys.lkey != 0 ? keys.lkey : (idx << 12) | 0x0a5;
+    r.rkey = keys.lkey != 0 ? keys.rkey : (idx << 12) | 0x05a;
+    for (auto const& o : regions_) {
+      if (o.valid && o.pd == pd && (o.lkey == r.lkey || o.rkey == r.rkey))
+        throw std::invalid_argument("gpucomm::verbs_gpu::model: key " + std::to_string(r.lkey) + " is taken in PD " +
+                                    std::to_string(pd));
+    }
     regions_.push_back(r);
     return {r.lkey, r.rkey};
   }
@@ -268,7 +288,9 @@ class nic {
     if (c.recv_cqn != 0) cq_at(c.recv_cqn);
     qp_state_rec q;
     q.cfg = c;
-    q.qpn = 0x1000 + static_cast<std::uint32_t>(qps_.size()) * 7 + 3;
+    q.qpn = c.qpn != 0 ? c.qpn : 0x1000 + static_cast<std::uint32_t>(qps_.size()) * 7 + 3;
+    if (find_qp(q.qpn) != nullptr)
+      throw std::invalid_argument("gpucomm::verbs_gpu::model: QP " + std::to_string(q.qpn) + " exists");
     q.last_db =
         cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*c.doorbell).load(cuda::memory_order_acquire);
     {
@@ -278,6 +300,32 @@ class nic {
     }
     qps_.push_back(q);
     return q.qpn;
+  }
+
+  /// Removes QP `qpn`, as destroying it on hardware does: WQEs it has not executed are dropped, and
+  /// requests of peers for it fail (TRANSPORT_RETRY_EXC_ERR).
+  void destroy_qp(std::uint32_t qpn) {
+    std::lock_guard lk(mu_);
+    for (auto it = qps_.begin(); it != qps_.end(); ++it) {
+      if (it->qpn == qpn) {
+        qps_.erase(it);
+        break;
+      }
+    }
+    std::lock_guard rk(regions_mu_);
+    qp_pds_.erase(qpn);
+  }
+
+  /// Retires CQ `cqn` (no QP may complete to it any more); its number is not reused.
+  void destroy_cq(std::uint32_t cqn) {
+    std::lock_guard lk(mu_);
+    cq_at(cqn).cfg.cqes = nullptr;
+  }
+
+  /// The CQs that overran (cq_config::overrun_ignore), in order, each once.
+  std::vector<std::uint32_t> overrun_cqns() {
+    std::lock_guard lk(mu_);
+    return overrun_cqns_;
   }
 
   /// Connects two QPs of this nic as an RC pair (a QP may be connected to itself: loopback).
@@ -390,6 +438,7 @@ class nic {
   struct cq_state {
     cq_config cfg{};
     std::uint64_t pi = 0;
+    bool overran = false;
   };
   struct qp_state_rec {
     qp_config cfg{};
@@ -402,6 +451,8 @@ class nic {
     std::uint64_t ci = 0;       ///< next WQEBB to execute (64-bit)
     std::uint16_t target = 0;   ///< doorbell record value to execute up to (16 bits)
     bool armed = false;         ///< a doorbell was accepted; work up to `target`
+    /// A ring in GPU memory: the host copy of it that WQEs are read from (same offsets).
+    std::shared_ptr<std::vector<unsigned char>> shadow;
   };
   struct outcome {
     std::uint8_t syndrome = 0;  ///< 0: success
@@ -414,7 +465,7 @@ class nic {
   static constexpr auto synd(cqe_syndrome s) { return static_cast<std::uint8_t>(s); }
 
   cq_state& cq_at(std::uint32_t cqn) {
-    if (cqn < 0x41 || cqn - 0x41 >= cqs_.size()) {
+    if (cqn < 0x41 || cqn - 0x41 >= cqs_.size() || cqs_[cqn - 0x41].cfg.cqes == nullptr) {
       throw std::invalid_argument("gpucomm::verbs_gpu::model: no CQ " + std::to_string(cqn));
     }
     return cqs_[cqn - 0x41];
@@ -507,6 +558,45 @@ class nic {
       check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     }
   }
+  // Control memory (rings, doorbell records, CQs): host memory directly, GPU memory with a copy.
+  void control_read(int cuda_device, void const* src, void* dst, std::size_t len) {
+    region r;
+    r.base = reinterpret_cast<std::uint64_t>(src);
+    r.host = static_cast<unsigned char*>(const_cast<void*>(src));
+    r.cuda_device = cuda_device;
+    read_mem(r, r.base, dst, len);
+  }
+  void control_write(int cuda_device, void* dst, void const* src, std::size_t len) {
+    region r;
+    r.base = reinterpret_cast<std::uint64_t>(dst);
+    r.host = static_cast<unsigned char*>(dst);
+    r.cuda_device = cuda_device;
+    write_mem(r, r.base, src, len);
+  }
+  /// A 32-bit big-endian doorbell-record word, read with acquire (host memory) or copied after the
+  /// doorbell was seen (GPU memory: the producer's system-scope release fence before the doorbell
+  /// store made the record visible to the copy engine).
+  std::uint32_t read_dbr_word(int cuda_device, std::uint32_t* word) {
+    if (cuda_device < 0)
+      return from_be32(
+          cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*word).load(cuda::memory_order_acquire));
+    std::uint32_t v = 0;
+    control_read(cuda_device, word, &v, 4);
+    return from_be32(v);
+  }
+  /// GPU-memory rings: copies WQEBBs [q.ci, q.ci + n) into the shadow, at their ring offsets.
+  void fetch_wqebbs(qp_state_rec& q, std::uint32_t n) {
+    if (q.cfg.cuda_device < 0 || n == 0) return;
+    std::size_t const depth = std::size_t{1} << q.cfg.log_depth;
+    n = static_cast<std::uint32_t>(std::min<std::size_t>(n, depth));  // a record past a full ring: producer error
+    if (!q.shadow) q.shadow = std::make_shared<std::vector<unsigned char>>(depth * wqebb_size);
+    std::size_t const first = static_cast<std::size_t>(q.ci & (depth - 1));
+    std::size_t const head = std::min<std::size_t>(n, depth - first);
+    control_read(q.cfg.cuda_device, q.cfg.ring + first * wqebb_size, q.shadow->data() + first * wqebb_size,
+                 head * wqebb_size);
+    if (head < n) control_read(q.cfg.cuda_device, q.cfg.ring, q.shadow->data(), (n - head) * wqebb_size);
+  }
+
   // Read-modify-write of a 4- or 8-byte word at the responder; returns the old value. The caller
   // holds atomic_mu_: that alone makes GPU memory (read, then write) atomic among NIC atomics.
   template <class T, class F>
@@ -531,7 +621,8 @@ class nic {
   seg16 read_seg(qp_state_rec const& q, std::uint64_t index, std::uint32_t k) const {
     std::uint64_t const mask = (std::uint64_t{1} << (q.cfg.log_depth + wqebb_shift)) - 1;
     seg16 s;
-    std::memcpy(&s, q.cfg.ring + ((index * wqebb_size + std::uint64_t{k} * ds_size) & mask), 16);
+    auto const* ring = q.shadow ? reinterpret_cast<std::byte const*>(q.shadow->data()) : q.cfg.ring;
+    std::memcpy(&s, ring + ((index * wqebb_size + std::uint64_t{k} * ds_size) & mask), 16);
     return s;
   }
   template <class Seg>
@@ -543,14 +634,14 @@ class nic {
   }
 
   // ---- CQEs ---------------------------------------------------------------------------------------
-  bool cq_has_room(cq_state const& c) const {
+  /// CQEs written and not consumed (the consumer index in the CQ doorbell record), 24 bits.
+  std::uint32_t cq_unconsumed(cq_state const& c) {
+    std::uint32_t const ci = read_dbr_word(c.cfg.cuda_device, &c.cfg.dbrec[cq_dbr_set_ci]) & 0xffffffu;
+    return (static_cast<std::uint32_t>(c.pi) - ci) & 0xffffffu;
+  }
+  bool cq_has_room(cq_state const& c) {
     if (c.cfg.mode == cq_mode::collapsed) return true;
-    std::uint32_t const ci =
-        from_be32(cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(c.cfg.dbrec[cq_dbr_set_ci])
-                      .load(cuda::memory_order_acquire)) &
-        0xffffffu;
-    std::uint32_t const used = (static_cast<std::uint32_t>(c.pi) - ci) & 0xffffffu;
-    return used < (1u << c.cfg.log_ncqe);
+    return cq_unconsumed(c) < (1u << c.cfg.log_ncqe);
   }
   void write_cqe(cq_state& c, cqe_opcode op, std::uint16_t wqe_counter, std::uint8_t wqe_opcode, std::uint32_t qpn,
                  std::uint32_t byte_count, std::uint32_t imm, std::uint8_t syndrome) {
@@ -573,12 +664,28 @@ class nic {
       e.sop_drop_qpn = to_be32((std::uint32_t{wqe_opcode} << 24) | (qpn & 0xffffffu));
       std::memcpy(body, &e, 60);
     }
+    // A collapsed CQ without overrun-ignore overruns when its one entry is still unconsumed
+    // (hardware then raises a CQ error event); reported once per CQ, the CQE still written.
+    if (c.cfg.mode == cq_mode::collapsed && !c.cfg.overrun_ignore && c.pi != 0 && c.cfg.dbrec != nullptr &&
+        cq_unconsumed(c) != 0) {
+      ++stats_.cq_overruns;
+      if (!c.overran) overrun_cqns_.push_back(static_cast<std::uint32_t>(&c - cqs_.data()) + 0x41);
+      c.overran = true;
+    }
     auto* entry = reinterpret_cast<unsigned char*>(&c.cfg.cqes[slot]);
-    std::memcpy(entry, body, 60);
-    // Release store of the tail word: the body above (and the data the operation wrote) is
-    // visible to a poller that acquires the tail.
-    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*reinterpret_cast<std::uint32_t*>(entry + 60))
-        .store(make_cqe_tail(wqe_counter, 0, make_op_own(op, owner)), cuda::memory_order_release);
+    std::uint32_t const tail = make_cqe_tail(wqe_counter, 0, make_op_own(op, owner));
+    if (c.cfg.cuda_device >= 0) {
+      // Two copies on one stream, each finished before the next starts: the body (and the data the
+      // operation wrote, copied before) lands before the tail word a poller acquires.
+      control_write(c.cfg.cuda_device, entry, body, 60);
+      control_write(c.cfg.cuda_device, entry + 60, &tail, 4);
+    } else {
+      std::memcpy(entry, body, 60);
+      // Release store of the tail word: the body above (and the data the operation wrote) is
+      // visible to a poller that acquires the tail.
+      cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*reinterpret_cast<std::uint32_t*>(entry + 60))
+          .store(tail, cuda::memory_order_release);
+    }
     ++c.pi;
     ++stats_.cqes;
   }
@@ -914,11 +1021,9 @@ class nic {
       if (delay(cfg_.fault.doorbell_delay, cfg_.fault.doorbell_delay_probability)) ++stats_.doorbells_delayed;
       // The doorbell record is the source of truth for how far the producer got (acquire: the
       // WQEs below it, released by the producer's fence, are visible).
-      q.target = static_cast<std::uint16_t>(
-          from_be32(cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*q.cfg.dbrec_snd)
-                        .load(cuda::memory_order_acquire)) &
-          0xffffu);
+      q.target = static_cast<std::uint16_t>(read_dbr_word(q.cfg.cuda_device, q.cfg.dbrec_snd) & 0xffffu);
       q.armed = true;
+      if (!cfg_.drain_only) fetch_wqebbs(q, static_cast<std::uint16_t>(q.target - static_cast<std::uint16_t>(q.ci)));
       done += run_qp(q);
     }
     if (handlings == 0 && q.armed) done += run_qp(q);  // resume after a full CQ
@@ -998,6 +1103,7 @@ class nic {
   std::mt19937_64 rng_;
   std::uint32_t next_pd_ = 0;
   std::vector<cq_state> cqs_;
+  std::vector<std::uint32_t> overrun_cqns_;
   std::vector<qp_state_rec> qps_;
   std::map<std::string, std::shared_ptr<fabric::link>> links_;  ///< client connections, by responder address
   nic_stats stats_;

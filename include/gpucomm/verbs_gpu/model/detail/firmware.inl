@@ -751,6 +751,16 @@ struct firmware_engine {
     device_state& pdev = *fab.devices[peer_port->device];
     port_config const& rp = pdev.cfg.ports[peer_port->port - 1];
     std::string const where = pdev.cfg.name + " port " + std::to_string(peer_port->port);
+    if (mtu > rp.active_mtu)
+      reject(k::MLX5_CMD_STAT_BAD_PARAM_ERR, p + "qpc.mtu",
+             "(model check) qpc.mtu = " + std::to_string(mtu) + " exceeds the active MTU of " + where);
+    if (pdev.cfg.remote) {
+      // Another process models that device and its QPs: it checks the peer's side of the pair.
+      next.peer_device = peer_port->device;
+      next.state = qp_state::rtr;
+      q = next;
+      return;
+    }
     auto pit = pdev.qps.find(next.remote_qpn);
     if (pit == pdev.qps.end()) {
       std::string elsewhere;
@@ -771,9 +781,6 @@ struct firmware_engine {
       reject(k::MLX5_CMD_STAT_BAD_PARAM_ERR, p + "qpc.remote_qpn",
              "(model check) QP " + hex(next.remote_qpn) + " is connected to QP " + hex(peer.remote_qpn) +
                  ", not to this one");
-    if (mtu > rp.active_mtu)
-      reject(k::MLX5_CMD_STAT_BAD_PARAM_ERR, p + "qpc.mtu",
-             "(model check) qpc.mtu = " + std::to_string(mtu) + " exceeds the active MTU of " + where);
     if (!self && peer.state == qp_state::rts) {
       if (peer.next_send_psn != next.next_rcv_psn)
         reject(k::MLX5_CMD_STAT_BAD_PARAM_ERR, p + "qpc.next_rcv_psn",
@@ -1163,7 +1170,8 @@ inline void firmware_fabric::add_device(firmware_config config) {
 inline std::vector<host::device_entry> firmware_fabric::devices() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   std::vector<host::device_entry> out;
-  for (auto const& d : state_->devices) out.push_back({d->cfg.name, d->cfg.mlx5, d->cfg.pci_bus_id});
+  for (auto const& d : state_->devices)
+    if (!d->cfg.remote) out.push_back({d->cfg.name, d->cfg.mlx5, d->cfg.pci_bus_id});
   return out;
 }
 
@@ -1193,7 +1201,7 @@ inline int firmware_model::open(std::string const& name) {
     return EBUSY;
   }
   for (std::size_t i = 0; i < devs.size(); ++i)
-    if (devs[i]->cfg.name == name) {
+    if (devs[i]->cfg.name == name && !devs[i]->cfg.remote) {
       if (!devs[i]->cfg.mlx5) {
         last_error_ = "open(" + name + "): not an mlx5 device (mlx5dv_open_device fails)";
         return EOPNOTSUPP;
@@ -1557,6 +1565,53 @@ inline std::optional<qp_state> firmware_model::query_qp_state(std::uint32_t qpn)
   auto it = qps.find(qpn);
   if (it == qps.end()) return std::nullopt;
   return it->second.state;
+}
+
+inline std::pair<bool, std::uint32_t> firmware_model::object_of(host::obj_handle obj) const {
+  std::lock_guard<std::mutex> lock(fabric_.state_->mutex);
+  for (auto const& h : handles_)
+    if (h.get() == obj.impl && (h->what == detail::handle_rec::kind::cq || h->what == detail::handle_rec::kind::qp))
+      return {h->what == detail::handle_rec::kind::cq, h->id};
+  throw std::out_of_range("firmware_model::object_of: not a CQ or QP handle of this context");
+}
+
+inline std::optional<cq_description> firmware_model::describe_cq(std::uint32_t cqn) const {
+  std::lock_guard<std::mutex> lock(fabric_.state_->mutex);
+  if (device_ >= fabric_.state_->devices.size()) return std::nullopt;
+  auto const& cqs = fabric_.state_->devices[device_]->cqs;
+  auto it = cqs.find(cqn);
+  if (it == cqs.end() || it->second.owner != context_) return std::nullopt;
+  detail::cq_rec const& c = it->second;
+  return cq_description{c.collapsed, c.overrun_ignore, c.log_size, c.umem, c.dbr_umem, c.umem_offset, c.dbr_offset};
+}
+
+inline std::optional<qp_description> firmware_model::describe_qp(std::uint32_t qpn) const {
+  std::lock_guard<std::mutex> lock(fabric_.state_->mutex);
+  auto const& devs = fabric_.state_->devices;
+  if (device_ >= devs.size()) return std::nullopt;
+  auto it = devs[device_]->qps.find(qpn);
+  if (it == devs[device_]->qps.end() || it->second.owner != context_) return std::nullopt;
+  detail::qp_rec const& q = it->second;
+  qp_description d;
+  d.state = q.state;
+  d.pd = q.pd;
+  d.cqn_snd = q.cqn_snd;
+  d.cqn_rcv = q.cqn_rcv;
+  d.uar_page = q.uar_page;
+  d.wq_umem = q.wq_umem;
+  d.dbr_umem = q.dbr_umem;
+  d.wq_offset = q.wq_offset;
+  d.dbr_offset = q.dbr_offset;
+  d.log_sq_size = q.log_sq_size;
+  d.rae = q.rae;
+  d.rre = q.rre;
+  d.rwe = q.rwe;
+  d.remote_qpn = q.remote_qpn;
+  if (q.peer_device < devs.size()) {
+    d.peer_device = devs[q.peer_device]->cfg.name;
+    d.peer_remote = devs[q.peer_device]->cfg.remote;
+  }
+  return d;
 }
 
 }  // namespace gpucomm::verbs_gpu::model
