@@ -1,17 +1,25 @@
 #pragma once
-// IBGDAPost's host half: per local PE, a protection domain, the symmetric heap registered with the
-// NIC, `qps_per_peer` RC QPs to every PE (itself included) connected through the bootstrap, the
-// result slots of fetching operations, and the device tables the kernels read.
+// IBGDAPost's host half: per local PE, the NIC opened and set up with verbs_gpu's set-up
+// (verbs_gpu/host/setup.hpp): a protection domain, the symmetric heap slot registered as an MR,
+// `qps_per_peer` RC QPs to every PE (itself included) whose rings, CQs and doorbell records live in
+// GPU memory, connected through the bootstrap; the result slots of fetching operations, and the
+// device tables the kernels read.
 //
-// The NIC is the one IBGDAPost's options (ibgda_options::nic) or GPUCOMM_NIC name:
-//   model     the software NIC (verbs_gpu/model), a test and development tool. Its QPs' rings,
-//             doorbell records, doorbells and CQs live in mapped pinned host memory, which the
-//             model reads and the GPU writes; counters and result slots live in GPU memory. A
-//             single-process world uses one model for all its PEs; with one process per GPU each
-//             process runs one, and they serve each other's RDMA over host-local sockets, so every
-//             operation on a PE's memory is executed by that PE's model (one atomicity domain).
-//   hardware  the mlx5 device closest to each GPU. Not available in this version: the error says
-//             which device was found; see docs/ibgda.md.
+// The NIC is the one IBGDAPost's options (ibgda_options::nic) or GPUCOMM_NIC name. Both run the same
+// set-up code; only the backend under it differs:
+//   model     the firmware model driving the software NIC (verbs_gpu/model/nic_backend.hpp), a test
+//             and development tool: every firmware command is decoded and checked, and the QPs the
+//             set-up made run on the NIC model, which reads their rings and doorbell records in GPU
+//             memory and writes their CQEs there, watching doorbell pages of mapped pinned memory.
+//             Each PE has a modelled device of its own ("gpucomm_model_<pe>", LID pe + 1). A
+//             single-process world runs one NIC model for all its PEs; with one process per GPU each
+//             process runs one for its PE, the other PEs' devices are remote in its fabric, and the
+//             models serve each other's RDMA over host-local sockets, so every operation on a PE's
+//             memory is executed by that PE's model (one atomicity domain).
+//   hardware  rdma-core (verbs_gpu/host/rdma_core_backend.hpp; built with GPUCOMM_HAVE_RDMA_CORE,
+//             which linking gpucomm::verbs defines): ibgda_options::nic_name, else the mlx5 device
+//             closest to each GPU. This path has never run on a NIC (docs/ibgda.md, "Running on a
+//             real NIC").
 
 #include <cuda_runtime_api.h>
 
@@ -28,13 +36,17 @@
 #include "../../error.hpp"
 #include "../../host/detail/device_guard.hpp"
 #include "../../host/world.hpp"
-#include "../../verbs_gpu/model/nic_model.hpp"
+#include "../../verbs_gpu/host/setup.hpp"
+#include "../../verbs_gpu/model/nic_backend.hpp"
 #include "../../verbs_gpu/send_queue.cuh"
 #include "../ibgda_post/options.hpp"
 #include "env_settings.hpp"
 #include "ibgda_state.hpp"
 #include "model_mesh.hpp"
 #include "nic_select.hpp"
+#if defined(GPUCOMM_HAVE_RDMA_CORE)
+#include "../../verbs_gpu/host/rdma_core_backend.hpp"
+#endif
 
 namespace gpucomm::detail {
 
@@ -50,10 +62,21 @@ class ibgda_host {
     int const first = w.local_pes().front();
     nic_choice const choice = resolve_nic_choice(options.nic, std::getenv("GPUCOMM_NIC"), first);
     qps_per_peer_ = qps_per_peer_from(options.qps_per_peer, first);
-    if (choice != nic_choice::model) refuse_hardware(w, first);
-    set_up_model(options.model_faults);
-    for (registered_buffer const& b : w.registered_buffers()) {
-      if (w.is_local(b.pe)) on_register_buffer(b);
+    try {
+      set_up(choice, options);
+      for (registered_buffer const& b : w.registered_buffers()) {
+        if (w.is_local(b.pe)) on_register_buffer(b);
+      }
+    } catch (verbs_gpu::host::setup_error const& e) {
+      release();
+      throw error(
+          "world::comm<IBGDAPost>", first,
+          std::string("setting up the ") + (choice == nic_choice::model ? "NIC model" : "NIC") + " failed: " + e.what(),
+          choice == nic_choice::model ? "this is a defect of gpucomm's set-up or of its models; please report it"
+                                      : "docs/ibgda.md, \"Running on a real NIC\", says what each step needs");
+    } catch (...) {
+      release();
+      throw;
     }
   }
 
@@ -61,19 +84,9 @@ class ibgda_host {
   ibgda_host& operator=(ibgda_host const&) = delete;
 
   ~ibgda_host() {
-    current_device_guard const keep;
     // Peers' models may still execute operations on our memory until every process is here.
     if (world_->one_process_per_gpu()) world_->bootstrap().barrier();
-    nic_.reset();  // stops the model's threads before the memory they read goes
-    for (auto& l : locals_) {
-      cudaSetDevice(l.device);
-      for (void* p : {static_cast<void*>(l.queues), static_cast<void*>(l.peers), static_cast<void*>(l.results),
-                      static_cast<void*>(l.counters), static_cast<void*>(l.staging),
-                      static_cast<void*>(l.staging_slots), static_cast<void*>(l.regions)}) {
-        cudaFree(p);
-      }
-      if (l.queue_memory != nullptr) cudaFreeHost(l.queue_memory);
-    }
+    release();
   }
 
   ibgda_state device_state_for(int pe) const {
@@ -83,25 +96,28 @@ class ibgda_host {
     s.peers = l.peers;
     s.local_base = l.slot;
     s.local_bytes = world_->heap_layout().stride;
-    s.lkey_wire = verbs_gpu::to_be32(l.heap_key.lkey);
+    s.lkey_wire = verbs_gpu::to_be32(l.heap_mr->lkey());
     s.qps_per_peer = static_cast<std::uint32_t>(qps_per_peer_);
     s.results = l.results;
     s.result_owners = l.result_owners;
-    s.results_lkey_wire = verbs_gpu::to_be32(l.results_key.lkey);
+    s.results_lkey_wire = verbs_gpu::to_be32(l.results_mr->lkey());
     s.staging = l.staging;
     s.staging_slots = l.staging_slots;
-    s.staging_lkey_wire = verbs_gpu::to_be32(l.staging_key.lkey);
+    s.staging_lkey_wire = verbs_gpu::to_be32(l.staging_mr->lkey());
     s.regions = l.regions;
     return s;
   }
 
-  /// world::register_buffer: the NIC learns the buffer, and PE b.pe's kernels find its key in the
-  /// device table (rewritten whole: no kernel of that PE uses it meanwhile, as the world says).
+  /// world::register_buffer: the NIC learns the buffer (an MR), and PE b.pe's kernels find its key
+  /// in the device table (rewritten whole: no kernel of that PE uses it meanwhile, as the world says).
   void on_register_buffer(registered_buffer const& b) {
     local& l = local_of(b.pe);
-    verbs_gpu::model::memory_key const key =
-        nic_->register_memory(l.pd, b.ptr, b.bytes, verbs_gpu::model::local_write, nullptr, b.cuda_device);
-    l.registered.push_back({reinterpret_cast<std::uint64_t>(b.ptr), b.bytes, verbs_gpu::to_be32(key.lkey), 0});
+    current_device_guard const keep;
+    GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
+    auto mr = std::make_unique<verbs_gpu::host::memory_region>(
+        *l.nic, const_cast<void*>(b.ptr), b.bytes, b.cuda_device >= 0, verbs_gpu::host::access::local_write);
+    l.registered.push_back({reinterpret_cast<std::uint64_t>(b.ptr), b.bytes, verbs_gpu::to_be32(mr->lkey()), 0});
+    l.registered_mrs.push_back(std::move(mr));
     upload_regions(l);
   }
 
@@ -109,16 +125,18 @@ class ibgda_host {
     local& l = local_of(b.pe);
     for (std::size_t i = 0; i < l.registered.size(); ++i) {
       if (l.registered[i].base != reinterpret_cast<std::uint64_t>(b.ptr)) continue;
-      nic_->deregister_memory(verbs_gpu::from_be32(l.registered[i].lkey_wire));
       l.registered.erase(l.registered.begin() + static_cast<std::ptrdiff_t>(i));
+      l.registered_mrs.erase(l.registered_mrs.begin() + static_cast<std::ptrdiff_t>(i));
       upload_regions(l);
       return;
     }
   }
 
   /// What this process's NIC model did so far (faults injected included). For tests (the
-  /// differential soak counts faults).
-  verbs_gpu::model::nic_stats model_stats() const { return nic_->stats(); }
+  /// differential soak counts faults); zeros on hardware.
+  verbs_gpu::model::nic_stats model_stats() const {
+    return net_ ? net_->data_path().stats() : verbs_gpu::model::nic_stats{};
+  }
 
   /// IBGDAPost reaches every PE (composite transports ask).
   bool reaches(int, int) const { return true; }
@@ -127,8 +145,17 @@ class ibgda_host {
   /// peer, the operation and the completion's syndrome. world::synchronize() calls it.
   void check_errors() const {
     current_device_guard const keep;
+    if (net_ != nullptr) {
+      std::vector<std::uint32_t> const overrun = net_->data_path().overrun_cqns();
+      if (!overrun.empty())
+        throw error("IBGDAPost", locals_.front().pe,
+                    "the NIC model saw CQ " + std::to_string(overrun.front()) +
+                        " overrun: a completion arrived while the one before was unconsumed on a collapsed CQ "
+                        "created without overrun-ignore (hardware raises a CQ error event)",
+                    "collapsed CQs need cqc.oi = 1 (verbs_gpu/host/setup.hpp sets it); this is a set-up defect");
+    }
     for (auto const& l : locals_) {
-      std::vector<verbs_gpu::qp_counters> counters(l.host_queues.size());
+      std::vector<verbs_gpu::qp_counters> counters(l.qps.size());
       GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
       GPUCOMM_CUDA_CHECK(cudaMemcpy(counters.data(), l.counters, counters.size() * sizeof(verbs_gpu::qp_counters),
                                     cudaMemcpyDeviceToHost),
@@ -158,26 +185,26 @@ class ibgda_host {
   world* world_;
 
  private:
-  struct queue_host {
-    std::uint32_t qpn = 0;
-    verbs_gpu::send_queue sq{};
-  };
   struct local {
     int pe = 0;
     int device = 0;
     char* slot = nullptr;
-    std::uint32_t pd = 0;
-    verbs_gpu::model::memory_key heap_key{}, results_key{};
-    void* queue_memory = nullptr;  // mapped pinned: rings, then per queue a 256-byte control block
-    verbs_gpu::qp_counters* counters = nullptr;
+    // The set-up's objects, in the order they are made; destroyed in reverse (QPs and MRs before
+    // the device and its PD, the device before its backend and control memory).
+    std::unique_ptr<verbs_gpu::host::control_memory> memory;
+    std::unique_ptr<verbs_gpu::host::backend> backend;
+    std::unique_ptr<verbs_gpu::host::device> nic;
+    std::unique_ptr<verbs_gpu::host::memory_region> heap_mr, results_mr, staging_mr;
+    std::vector<std::unique_ptr<verbs_gpu::host::memory_region>> registered_mrs;  // parallel to `registered`
+    std::vector<std::unique_ptr<verbs_gpu::host::qp>> qps;                        // [peer * qps_per_peer + k]
+    // GPU memory of the transport's own.
+    verbs_gpu::qp_counters* counters = nullptr;  // [peer * qps_per_peer + k]
     verbs_gpu::send_queue* queues = nullptr;
     ibgda_peer* peers = nullptr;
     std::uint64_t* results = nullptr;        // result slots, discard word, owner words: one allocation
     std::uint64_t* result_owners = nullptr;  // inside it
-    std::vector<queue_host> host_queues;     // [peer * qps_per_peer + k]
     unsigned char* staging = nullptr;        // ibgda_staging::slots x 2 halves
     ibgda_staging_slot* staging_slots = nullptr;
-    verbs_gpu::model::memory_key staging_key{};
     ibgda_regions* regions = nullptr;      // the device's table of registered buffers
     std::vector<ibgda_region> registered;  // what it holds
   };
@@ -191,21 +218,6 @@ class ibgda_host {
     GPUCOMM_CUDA_CHECK(cudaMemcpy(l.regions, &table, sizeof(table), cudaMemcpyHostToDevice), l.pe);
   }
 
-  [[noreturn]] static void refuse_hardware(world& w, int pe) {
-    char bus[32] = {};
-    GPUCOMM_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), w.device(pe)), pe);
-    std::string const nic = closest_nic(bus);
-    throw error(
-        "world::comm<IBGDAPost>", pe,
-        nic.empty() ? std::string("a hardware NIC was asked for (ibgda_options::nic or GPUCOMM_NIC), but no "
-                                  "InfiniBand/RoCE device is visible under /sys/class/infiniband")
-                    : "the closest NIC to GPU " + std::string(bus) + " is " + nic +
-                          ", but this version of IBGDAPost drives only the software NIC model: GPU-posted "
-                          "QPs on real mlx5 hardware are not set up yet (docs/ibgda.md)",
-        "to test without a NIC set GPUCOMM_NIC=model (or w.configure<IBGDAPost>({.nic = nic_choice::model})); the "
-        "model is a test and development tool, never a silent fallback");
-  }
-
   local const& local_of(int pe) const { return const_cast<ibgda_host*>(this)->local_of(pe); }
   local& local_of(int pe) {
     for (auto& l : locals_)
@@ -214,26 +226,97 @@ class ibgda_host {
                 "ask only for the PEs in local_pes()");
   }
 
-  void set_up_model(nic_model_faults const& faults) {
-    namespace vg = verbs_gpu;
-    namespace vm = verbs_gpu::model;
+  /// The modelled device of PE `pe`.
+  static std::string model_device_name(int pe) { return "gpucomm_model_" + std::to_string(pe); }
+
+  /// The model's fabric: a device per PE with LID pe + 1; with one process per GPU the other
+  /// processes' devices are remote (their models check their side of each connection).
+  verbs_gpu::model::firmware_fabric model_fabric() const {
+    world const& w = *world_;
+    verbs_gpu::model::firmware_fabric fabric;
+    for (int pe = 0; pe < w.npes(); ++pe) {
+      verbs_gpu::model::firmware_config c;
+      c.name = model_device_name(pe);
+      c.pci_bus_id = w.is_local(pe) ? gpu_bus_id(pe) : std::string();
+      c.ports = {verbs_gpu::model::port_config::infiniband(static_cast<std::uint16_t>(pe + 1),
+                                                           0x0002c90300000000ull + static_cast<std::uint64_t>(pe))};
+      c.remote = w.one_process_per_gpu() && !w.is_local(pe);
+      fabric.add_device(std::move(c));
+    }
+    return fabric;
+  }
+
+  std::string gpu_bus_id(int pe) const {
+    char bus[32] = {};
+    GPUCOMM_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), world_->device(pe)), pe);
+    std::string s(bus);
+    for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
+  }
+
+  /// The backend and control memory of PE `pe`'s NIC.
+  void open_backend(local& l, nic_choice choice) {
+    if (choice == nic_choice::model) {
+      l.memory = std::make_unique<verbs_gpu::model::model_gpu_memory>();
+      auto be = std::make_unique<verbs_gpu::model::nic_backend>(*fabric_, *net_, *l.memory);
+      // The heap slot is mapped piece by piece; the runtime cannot describe all of it.
+      be->gpu_range(l.slot, world_->heap_layout().stride, l.device);
+      l.backend = std::move(be);
+      return;
+    }
+#if defined(GPUCOMM_HAVE_RDMA_CORE)
+    l.memory = std::make_unique<verbs_gpu::host::cuda_control_memory>();
+    l.backend = std::make_unique<verbs_gpu::host::rdma_core_backend>();
+#else
+    char bus[32] = {};
+    GPUCOMM_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), l.device), l.pe);
+    std::string const nic = closest_nic(bus);
+    throw error("world::comm<IBGDAPost>", l.pe,
+                nic.empty() ? std::string("a hardware NIC was asked for (ibgda_options::nic or GPUCOMM_NIC), but no "
+                                          "InfiniBand/RoCE device is visible under /sys/class/infiniband")
+                            : "a hardware NIC was asked for (the closest to GPU " + std::string(bus) + " is " + nic +
+                                  "), but this program was built without rdma-core",
+                "link the gpucomm::verbs target (it needs libibverbs-dev with infiniband/mlx5dv.h); to test without "
+                "a NIC set GPUCOMM_NIC=model (or w.configure<IBGDAPost>({.nic = nic_choice::model})): the model is a "
+                "test and development tool, never a silent fallback");
+#endif
+  }
+
+  void set_up(nic_choice choice, ibgda_options const& options) {
     world& w = *world_;
     int const npes = w.npes();
-    std::size_t const nq = static_cast<std::size_t>(npes) * qps_per_peer_;
-    std::size_t const ring_bytes = std::size_t{vg::wqebb_size} << log_depth;
-    constexpr std::size_t control_bytes = 256;  // cqe [0, 64), QP dbrec 64, CQ dbrec 128, doorbell 192
-    vm::nic_config config;
-    config.fault = vm::faults_from(faults);
-    nic_ = std::make_unique<vm::nic>(config);
+    int const k = qps_per_peer_;
+    std::size_t const nq = static_cast<std::size_t>(npes) * static_cast<std::size_t>(k);
+    bool const multi = w.one_process_per_gpu();
+    bool const model = choice == nic_choice::model;
+    current_device_guard const keep;
+    if (model) {
+      verbs_gpu::model::nic_config config;
+      config.fault = verbs_gpu::model::faults_from(options.model_faults);
+      net_ = std::make_unique<verbs_gpu::model::model_network>(config);
+      fabric_ = std::make_unique<verbs_gpu::model::firmware_fabric>(model_fabric());
+      if (multi) {
+        for (int pe = 0; pe < npes; ++pe) {
+          if (!w.is_local(pe)) net_->add_remote(model_device_name(pe), model_address(w, "ibgda", pe));
+        }
+        net_->data_path().listen(model_address(w, "ibgda", w.local_pes().front()));
+      }
+    }
 
     for (int pe : w.local_pes()) {
-      local l;
+      locals_.emplace_back();
+      local& l = locals_.back();
       l.pe = pe;
       l.device = w.device(pe);
       l.slot = w.heap_layout().base + static_cast<std::size_t>(pe) * w.heap_layout().stride;
       GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), pe);
-      l.pd = nic_->alloc_pd();
-      l.heap_key = nic_->register_memory(l.pd, l.slot, w.heap_layout().stride, vm::all_access, nullptr, l.device);
+      open_backend(l, choice);
+      verbs_gpu::host::device_options o;
+      o.name = model ? model_device_name(pe) : options.nic_name;
+      o.gpu_pci_bus_id = gpu_bus_id(pe);
+      o.memory = l.memory.get();
+      l.nic = std::make_unique<verbs_gpu::host::device>(*l.backend, o);
+      l.heap_mr = std::make_unique<verbs_gpu::host::memory_region>(*l.nic, l.slot, w.heap_layout().stride, true);
       // One allocation: the result slots and the discard word (what the NIC writes), then the
       // slots' owner words (what only the GPU touches), all free.
       std::size_t const slots = nq << log_depth;
@@ -242,79 +325,104 @@ class ibgda_host {
                          pe);
       GPUCOMM_CUDA_CHECK(cudaMemset(l.results, 0, result_bytes + slots * sizeof(std::uint64_t)), pe);
       l.result_owners = l.results + slots + 1;
-      l.results_key = nic_->register_memory(l.pd, l.results, result_bytes, vm::local_write, nullptr, l.device);
+      l.results_mr = std::make_unique<verbs_gpu::host::memory_region>(*l.nic, l.results, result_bytes, true,
+                                                                      verbs_gpu::host::access::local_write);
       // Staging: what puts from, and gets into, memory the NIC does not know go through.
       std::size_t const staging_bytes = ibgda_staging::slots * 2 * ibgda_staging::half_bytes;
       GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.staging), staging_bytes), pe);
-      l.staging_key = nic_->register_memory(l.pd, l.staging, staging_bytes, vm::local_write, nullptr, l.device);
+      l.staging_mr = std::make_unique<verbs_gpu::host::memory_region>(*l.nic, l.staging, staging_bytes, true,
+                                                                      verbs_gpu::host::access::local_write);
       GPUCOMM_CUDA_CHECK(
           cudaMalloc(reinterpret_cast<void**>(&l.staging_slots), ibgda_staging::slots * sizeof(ibgda_staging_slot)),
           pe);
       GPUCOMM_CUDA_CHECK(cudaMemset(l.staging_slots, 0, ibgda_staging::slots * sizeof(ibgda_staging_slot)), pe);
       GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.regions), sizeof(ibgda_regions)), pe);
       GPUCOMM_CUDA_CHECK(cudaMemset(l.regions, 0, sizeof(ibgda_regions)), pe);
-      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.counters), nq * sizeof(vg::qp_counters)), pe);
-      GPUCOMM_CUDA_CHECK(cudaMemset(l.counters, 0, nq * sizeof(vg::qp_counters)), pe);
-      std::size_t const bytes = nq * (ring_bytes + control_bytes);
-      GPUCOMM_CUDA_CHECK(cudaHostAlloc(&l.queue_memory, bytes, cudaHostAllocMapped | cudaHostAllocPortable), pe);
-      std::memset(l.queue_memory, 0, bytes);
-      auto* mem = static_cast<unsigned char*>(l.queue_memory);
-      for (std::size_t i = 0; i < nq; ++i) {
-        auto* ring = mem + i * ring_bytes;
-        auto* control = mem + nq * ring_bytes + i * control_bytes;
-        auto* cqe = reinterpret_cast<vg::cqe64*>(control);
-        std::memset(cqe, 0xff, sizeof(vg::cqe64));  // opcode INVALID: nothing completed yet
-        auto* qp_dbrec = reinterpret_cast<std::uint32_t*>(control + 64);
-        auto* cq_dbrec = reinterpret_cast<std::uint32_t*>(control + 128);
-        auto* doorbell = reinterpret_cast<std::uint64_t*>(control + 192);
-        std::uint32_t const cqn = nic_->create_cq(vm::cq_config{vg::cq_mode::collapsed, cqe, 0, cq_dbrec});
-        queue_host q;
-        q.qpn = nic_->create_qp(vm::qp_config{l.pd, reinterpret_cast<std::byte*>(ring), log_depth,
-                                              qp_dbrec + vg::dbr_snd, doorbell, cqn, 0});
-        // Mapped pinned memory has the same address on the device (unified addressing).
-        q.sq.ring = reinterpret_cast<std::byte*>(ring);
-        q.sq.log_depth = log_depth;
-        q.sq.qpn = q.qpn;
-        q.sq.dbrec = qp_dbrec + vg::dbr_snd;
-        q.sq.doorbell = doorbell;
-        q.sq.counters = l.counters + i;
-        q.sq.cq = vg::completion_queue{cqe, cq_dbrec, 0, vg::cq_mode::collapsed, cqn};
-        q.sq.scope = vg::nic_scope::system;           // rings and records in host memory
-        q.sq.timeout_ns = world_->wait_timeout_ns();  // debug builds: the world's bound on device waits
-        l.host_queues.push_back(q);
-      }
-      locals_.push_back(std::move(l));
+      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.counters), nq * sizeof(verbs_gpu::qp_counters)), pe);
+      GPUCOMM_CUDA_CHECK(cudaMemset(l.counters, 0, nq * sizeof(verbs_gpu::qp_counters)), pe);
+      verbs_gpu::host::qp_options qo;
+      qo.log_sq_depth = log_depth;
+      qo.mode = verbs_gpu::cq_mode::collapsed;
+      for (std::size_t i = 0; i < nq; ++i) l.qps.push_back(std::make_unique<verbs_gpu::host::qp>(*l.nic, qo));
     }
 
-    // Connect, and learn every PE's heap as the NIC reaches it.
-    std::vector<mesh_member> members;
+    // Exchange what peers need: every QP's connection data and every heap's (base, rkey).
+    std::vector<verbs_gpu::host::connection_info> infos(static_cast<std::size_t>(npes) * nq);  // [pe][to * k + j]
+    std::vector<nic_heap> heaps(static_cast<std::size_t>(npes));
     for (auto const& l : locals_) {
-      mesh_member m{l.pe, {reinterpret_cast<std::uint64_t>(l.slot), l.heap_key.rkey, 0}, {}};
-      for (auto const& q : l.host_queues) m.qpns.push_back(q.qpn);
-      members.push_back(std::move(m));
+      heaps[static_cast<std::size_t>(l.pe)] = {reinterpret_cast<std::uint64_t>(l.slot), l.heap_mr->rkey(), 0};
+      for (std::size_t i = 0; i < nq; ++i) infos[static_cast<std::size_t>(l.pe) * nq + i] = l.qps[i]->local_info();
     }
-    std::vector<nic_heap> const peers = connect_model_mesh(w, *nic_, "ibgda", members, qps_per_peer_);
+    if (multi) {
+      local const& l = locals_.front();
+      std::vector<verbs_gpu::host::connection_info> mine(infos.begin() + static_cast<std::ptrdiff_t>(l.pe * nq),
+                                                         infos.begin() + static_cast<std::ptrdiff_t>((l.pe + 1) * nq));
+      nic_heap const my_heap = heaps[static_cast<std::size_t>(l.pe)];
+      w.bootstrap().allgather(mine.data(), infos.data(), nq * sizeof(verbs_gpu::host::connection_info));
+      w.bootstrap().allgather(&my_heap, heaps.data(), sizeof(nic_heap));
+    }
+    // Connect: PE p's j-th QP to PE `to` with PE to's j-th QP to p (itself for to == p).
+    for (auto& l : locals_) {
+      GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
+      for (int to = 0; to < npes; ++to)
+        for (int j = 0; j < k; ++j)
+          l.qps[static_cast<std::size_t>(to * k + j)]->connect(
+              infos[static_cast<std::size_t>(to) * nq + static_cast<std::size_t>(l.pe * k + j)]);
+    }
+
     // Device tables.
     for (auto& l : locals_) {
       GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
-      std::vector<vg::send_queue> sqs;
-      for (auto const& q : l.host_queues) sqs.push_back(q.sq);
+      std::vector<verbs_gpu::send_queue> sqs;
+      for (std::size_t i = 0; i < nq; ++i) {
+        verbs_gpu::send_queue sq = l.qps[i]->send_queue();
+        sq.counters = l.counters + i;               // one array: check_errors reads it at once
+        sq.timeout_ns = world_->wait_timeout_ns();  // debug builds: the world's bound on device waits
+        sqs.push_back(sq);
+      }
       std::vector<ibgda_peer> table;
-      for (auto const& p : peers) table.push_back({p.base, vg::to_be32(p.rkey), 0});
-      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.queues), sqs.size() * sizeof(vg::send_queue)), l.pe);
-      GPUCOMM_CUDA_CHECK(cudaMemcpy(l.queues, sqs.data(), sqs.size() * sizeof(vg::send_queue), cudaMemcpyHostToDevice),
+      for (auto const& p : heaps) table.push_back({p.base, verbs_gpu::to_be32(p.rkey), 0});
+      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.queues), sqs.size() * sizeof(verbs_gpu::send_queue)),
                          l.pe);
+      GPUCOMM_CUDA_CHECK(
+          cudaMemcpy(l.queues, sqs.data(), sqs.size() * sizeof(verbs_gpu::send_queue), cudaMemcpyHostToDevice), l.pe);
       GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.peers), table.size() * sizeof(ibgda_peer)), l.pe);
       GPUCOMM_CUDA_CHECK(cudaMemcpy(l.peers, table.data(), table.size() * sizeof(ibgda_peer), cudaMemcpyHostToDevice),
                          l.pe);
     }
-    nic_->start();
-    // Every process's model serves before any kernel posts.
-    if (w.one_process_per_gpu()) w.bootstrap().barrier();
+    if (net_) net_->data_path().start();
+    // Every process's NIC serves before any kernel posts.
+    if (multi) w.bootstrap().barrier();
+  }
+
+  /// Everything, in reverse: the NIC model stops first, so it reads no memory being released.
+  void release() noexcept {
+    current_device_guard const keep;
+    if (net_) net_->data_path().stop();
+    for (auto& l : locals_) {
+      cudaSetDevice(l.device);
+      l.qps.clear();
+      l.registered_mrs.clear();
+      l.heap_mr.reset();
+      l.results_mr.reset();
+      l.staging_mr.reset();
+      l.nic.reset();
+      l.backend.reset();
+      l.memory.reset();
+      for (void* p : {static_cast<void*>(l.queues), static_cast<void*>(l.peers), static_cast<void*>(l.results),
+                      static_cast<void*>(l.counters), static_cast<void*>(l.staging),
+                      static_cast<void*>(l.staging_slots), static_cast<void*>(l.regions)}) {
+        cudaFree(p);
+      }
+    }
+    locals_.clear();
+    fabric_.reset();
+    net_.reset();
   }
 
   int qps_per_peer_ = 2;
-  std::unique_ptr<verbs_gpu::model::nic> nic_;
+  std::unique_ptr<verbs_gpu::model::model_network> net_;       // the model's data path (model only)
+  std::unique_ptr<verbs_gpu::model::firmware_fabric> fabric_;  // the model's devices (model only)
   std::vector<local> locals_;
 };
 

@@ -1,6 +1,8 @@
 #pragma once
-// IBGDAPost's options: which NIC, how many QPs per peer. Give them to the world before IBGDAPost's
-// first use: `w.configure<gpucomm::IBGDAPost>({.nic = gpucomm::nic_choice::model})`.
+// IBGDAPost's options: which NIC (model or hardware, and which device), how many QPs per peer. Give them to the world
+// before IBGDAPost's first use: `w.configure<gpucomm::IBGDAPost>({.nic = gpucomm::nic_choice::model})`.
+
+#include <string>
 
 #include "../../host/nic_choice.hpp"
 #include "../../verbs_gpu/model/fault_options.hpp"
@@ -11,6 +13,9 @@ struct ibgda_options {
   /// The NIC (see nic_choice); automatic: the environment variable GPUCOMM_NIC decides. Asking for
   /// hardware never falls back to the model.
   nic_choice nic = nic_choice::automatic;
+  /// Hardware: the ibv device to use for every local PE ("mlx5_0"); empty: the mlx5 device closest
+  /// to each PE's GPU in the PCI tree (verbs_gpu/host/setup.hpp, device_options::name).
+  std::string nic_name{};
   /// RC QPs from each PE to each PE; a calling group always uses the same one per peer
   /// (ibgda_post/device.cuh says which). 0: GPUCOMM_QPS_PER_PEER if set, else 2.
   int qps_per_peer = 0;
