@@ -147,9 +147,13 @@ struct send_queue {
     // NIC never fetches a WQE it was told about before the WQE is written.
     detail::fence_release(scope);
     detail::sys_ref(*dbrec).store(to_be32(static_cast<std::uint32_t>(end) & 0xffffu), cuda::memory_order_relaxed);
-    // Release fence at system scope: orders the doorbell-record store before the doorbell store;
-    // the NIC reads the record when the doorbell arrives and must find it at least this new.
-    cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_system);
+    // Release fence (gpu or system scope, as above): orders the doorbell-record store before the
+    // doorbell store; the NIC reads the record when the doorbell arrives and must find it at least
+    // this new. With the record in GPU memory the NIC reads it through the GPU's memory system,
+    // where a GPU-scope release has performed it (NVSHMEM and DOCA fence at GPU scope there,
+    // shared/reference/ibgda-notes.md section 2.3); a system-scope fence here would wait for the
+    // previous doorbell's store to host memory or MMIO to complete, about 1.5 us per post.
+    detail::fence_release(scope);
     detail::store_doorbell(doorbell, make_doorbell(end, qpn));
   }
 
