@@ -213,6 +213,7 @@ class nic {
       for (auto& q : qps_) q.link.reset();
       links_.clear();
     }
+    if (pinned_ != nullptr) cudaFreeHost(pinned_);
     for (auto const& [dev, s] : streams_) {
       int cur = 0;
       cudaGetDevice(&cur);
@@ -559,19 +560,32 @@ class nic {
     }
   }
   // Control memory (rings, doorbell records, CQs): host memory directly, GPU memory with a copy.
-  void control_read(int cuda_device, void const* src, void* dst, std::size_t len) {
-    region r;
-    r.base = reinterpret_cast<std::uint64_t>(src);
-    r.host = static_cast<unsigned char*>(const_cast<void*>(src));
-    r.cuda_device = cuda_device;
-    read_mem(r, r.base, dst, len);
+  // Control copies from and to GPU memory go through pinned host memory: a copy into pageable
+  // memory goes through a driver staging buffer and takes longer, and the model makes several per
+  // doorbell. Used under mu_ only.
+  unsigned char* pinned(std::size_t bytes) {
+    if (bytes > pinned_bytes_) {
+      if (pinned_ != nullptr) cudaFreeHost(pinned_);
+      pinned_ = nullptr;
+      pinned_bytes_ = 0;
+      void* p = nullptr;
+      check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc");
+      pinned_ = static_cast<unsigned char*>(p);
+      pinned_bytes_ = bytes;
+    }
+    return pinned_;
   }
-  void control_write(int cuda_device, void* dst, void const* src, std::size_t len) {
-    region r;
-    r.base = reinterpret_cast<std::uint64_t>(dst);
-    r.host = static_cast<unsigned char*>(dst);
-    r.cuda_device = cuda_device;
-    write_mem(r, r.base, src, len);
+  void control_read(int cuda_device, void const* src, void* dst, std::size_t len) {
+    if (cuda_device < 0) {
+      std::memcpy(dst, src, len);
+      return;
+    }
+    unsigned char* const bounce = pinned(std::max<std::size_t>(len, 4096));
+    cudaStream_t const s = stream_for(cuda_device);
+    check(cudaSetDevice(cuda_device), "cudaSetDevice");
+    check(cudaMemcpyAsync(bounce, src, len, cudaMemcpyDefault, s), "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    std::memcpy(dst, bounce, len);
   }
   /// A 32-bit big-endian doorbell-record word, read with acquire (host memory) or copied after the
   /// doorbell was seen (GPU memory: the producer's system-scope release fence before the doorbell
@@ -675,10 +689,17 @@ class nic {
     auto* entry = reinterpret_cast<unsigned char*>(&c.cfg.cqes[slot]);
     std::uint32_t const tail = make_cqe_tail(wqe_counter, 0, make_op_own(op, owner));
     if (c.cfg.cuda_device >= 0) {
-      // Two copies on one stream, each finished before the next starts: the body (and the data the
-      // operation wrote, copied before) lands before the tail word a poller acquires.
-      control_write(c.cfg.cuda_device, entry, body, 60);
-      control_write(c.cfg.cuda_device, entry + 60, &tail, 4);
+      // Two copies on one stream, the second started when the first is done: the body (and the data
+      // the operation wrote, copied and waited for before) lands before the tail word a poller
+      // acquires. One wait for both.
+      unsigned char* const staged = pinned(4096);
+      std::memcpy(staged, body, 60);
+      std::memcpy(staged + 60, &tail, 4);
+      cudaStream_t const s = stream_for(c.cfg.cuda_device);
+      check(cudaSetDevice(c.cfg.cuda_device), "cudaSetDevice");
+      check(cudaMemcpyAsync(entry, staged, 60, cudaMemcpyDefault, s), "cudaMemcpyAsync");
+      check(cudaMemcpyAsync(entry + 60, staged + 60, 4, cudaMemcpyDefault, s), "cudaMemcpyAsync");
+      check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     } else {
       std::memcpy(entry, body, 60);
       // Release store of the tail word: the body above (and the data the operation wrote) is
@@ -1043,6 +1064,21 @@ class nic {
       q.armed = false;
       return n;
     }
+    // A collapsed CQ keeps one entry that every completion rewrites, so of a batch's successful
+    // completions a poller can only rely on the last: in GPU memory, where each CQE costs the model
+    // two copies, they are written once, at the end of the batch, or before an error CQE, which
+    // must come after them. Completions only come later; none is lost or reordered.
+    bool const coalesce = scq.cfg.mode == cq_mode::collapsed && scq.cfg.cuda_device >= 0;
+    struct {
+      bool any = false;
+      std::uint16_t counter = 0;
+      std::uint8_t op = 0;
+      std::uint32_t bytes = 0;
+    } held;
+    auto const write_held = [&] {
+      if (held.any) write_cqe(scq, cqe_opcode::req, held.counter, held.op, q.qpn, held.bytes, 0, 0);
+      held.any = false;
+    };
     while (static_cast<std::uint16_t>(q.ci) != q.target) {
       std::uint64_t const index = q.ci;
       auto const c = seg_as<ctrl_seg>(q, index, 0);
@@ -1060,6 +1096,7 @@ class nic {
         break;
       }
       if (q.state == qp_state::error) {
+        write_held();
         write_cqe(scq, cqe_opcode::req_err, static_cast<std::uint16_t>(index), op, q.qpn, 0, 0,
                   synd(cqe_syndrome::wr_flush_err));
         ++stats_.flushed;
@@ -1079,20 +1116,25 @@ class nic {
           }
         }
         if (o.syndrome != ok) {
+          write_held();
           write_cqe(scq, cqe_opcode::req_err, static_cast<std::uint16_t>(index), op, q.qpn, 0, 0, o.syndrome);
           q.state = qp_state::error;
         } else {
           if (o.resp_imm && rcq != nullptr) {
             write_cqe(*rcq, cqe_opcode::resp_wr_imm, 0, op, peer->qpn, o.byte_count, o.imm, 0);
           }
-          if (signaled)
+          if (signaled && coalesce) {
+            held = {true, static_cast<std::uint16_t>(index), op, o.byte_count};
+          } else if (signaled) {
             write_cqe(scq, cqe_opcode::req, static_cast<std::uint16_t>(index), op, q.qpn, o.byte_count, 0, 0);
+          }
         }
       }
       ++stats_.wqes;
       ++done;
       q.ci += wqebbs;
     }
+    write_held();
     if (static_cast<std::uint16_t>(q.ci) == q.target) q.armed = false;
     return done;
   }
@@ -1104,6 +1146,8 @@ class nic {
   std::uint32_t next_pd_ = 0;
   std::vector<cq_state> cqs_;
   std::vector<std::uint32_t> overrun_cqns_;
+  unsigned char* pinned_ = nullptr;  ///< pinned(): control copies' bounce buffer
+  std::size_t pinned_bytes_ = 0;
   std::vector<qp_state_rec> qps_;
   std::map<std::string, std::shared_ptr<fabric::link>> links_;  ///< client connections, by responder address
   nic_stats stats_;
