@@ -272,6 +272,7 @@ class nic {
     if (c.mode == cq_mode::owner_bit && c.dbrec == nullptr) {
       throw std::invalid_argument("gpucomm::verbs_gpu::model: owner-bit CQ needs a doorbell record");
     }
+    if (c.cuda_device >= 0) reserve_pinned(min_pinned);
     cq_state s;
     s.cfg = c;
     if (c.mode == cq_mode::collapsed) s.cfg.log_ncqe = 0;
@@ -285,6 +286,7 @@ class nic {
       throw std::invalid_argument("gpucomm::verbs_gpu::model: QP needs a ring, a doorbell record and a doorbell");
     }
     if ((1u << c.log_depth) > max_sq_depth) throw std::invalid_argument("gpucomm::verbs_gpu::model: SQ too deep");
+    if (c.cuda_device >= 0) reserve_pinned(std::size_t{wqebb_size} << c.log_depth);
     cq_at(c.send_cqn);
     if (c.recv_cqn != 0) cq_at(c.recv_cqn);
     qp_state_rec q;
@@ -562,30 +564,33 @@ class nic {
   // Control memory (rings, doorbell records, CQs): host memory directly, GPU memory with a copy.
   // Control copies from and to GPU memory go through pinned host memory: a copy into pageable
   // memory goes through a driver staging buffer and takes longer, and the model makes several per
-  // doorbell. Used under mu_ only.
-  unsigned char* pinned(std::size_t bytes) {
-    if (bytes > pinned_bytes_) {
-      if (pinned_ != nullptr) cudaFreeHost(pinned_);
-      pinned_ = nullptr;
-      pinned_bytes_ = 0;
-      void* p = nullptr;
-      check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc");
-      pinned_ = static_cast<unsigned char*>(p);
-      pinned_bytes_ = bytes;
-    }
-    return pinned_;
+  // doorbell. Used under mu_ only. Sized when a QP or CQ in GPU memory is created, never while
+  // progress runs: cudaHostAlloc and cudaFreeHost may wait for the device, whose kernels may be
+  // waiting for this nic.
+  static constexpr std::size_t min_pinned = 4096;
+  void reserve_pinned(std::size_t bytes) {
+    bytes = std::max(bytes, min_pinned);
+    if (bytes <= pinned_bytes_) return;
+    void* p = nullptr;
+    check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc");
+    if (pinned_ != nullptr) cudaFreeHost(pinned_);
+    pinned_ = static_cast<unsigned char*>(p);
+    pinned_bytes_ = bytes;
   }
   void control_read(int cuda_device, void const* src, void* dst, std::size_t len) {
     if (cuda_device < 0) {
       std::memcpy(dst, src, len);
       return;
     }
-    unsigned char* const bounce = pinned(std::max<std::size_t>(len, 4096));
     cudaStream_t const s = stream_for(cuda_device);
     check(cudaSetDevice(cuda_device), "cudaSetDevice");
-    check(cudaMemcpyAsync(bounce, src, len, cudaMemcpyDefault, s), "cudaMemcpyAsync");
-    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-    std::memcpy(dst, bounce, len);
+    for (std::size_t done = 0; done < len; done += pinned_bytes_) {
+      std::size_t const n = std::min(len - done, pinned_bytes_);
+      check(cudaMemcpyAsync(pinned_, static_cast<unsigned char const*>(src) + done, n, cudaMemcpyDefault, s),
+            "cudaMemcpyAsync");
+      check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+      std::memcpy(static_cast<unsigned char*>(dst) + done, pinned_, n);
+    }
   }
   /// A 32-bit big-endian doorbell-record word, read with acquire (host memory) or copied after the
   /// doorbell was seen (GPU memory: the producer's system-scope release fence before the doorbell
@@ -692,7 +697,7 @@ class nic {
       // Two copies on one stream, the second started when the first is done: the body (and the data
       // the operation wrote, copied and waited for before) lands before the tail word a poller
       // acquires. One wait for both.
-      unsigned char* const staged = pinned(4096);
+      unsigned char* const staged = pinned_;  // reserve_pinned() ran when this CQ was created
       std::memcpy(staged, body, 60);
       std::memcpy(staged + 60, &tail, 4);
       cudaStream_t const s = stream_for(c.cfg.cuda_device);
@@ -1146,7 +1151,7 @@ class nic {
   std::uint32_t next_pd_ = 0;
   std::vector<cq_state> cqs_;
   std::vector<std::uint32_t> overrun_cqns_;
-  unsigned char* pinned_ = nullptr;  ///< pinned(): control copies' bounce buffer
+  unsigned char* pinned_ = nullptr;  ///< reserve_pinned(): the control copies' bounce buffer
   std::size_t pinned_bytes_ = 0;
   std::vector<qp_state_rec> qps_;
   std::map<std::string, std::shared_ptr<fabric::link>> links_;  ///< client connections, by responder address
