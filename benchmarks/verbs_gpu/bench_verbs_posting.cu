@@ -134,7 +134,9 @@ struct bench_qp {
     sq.counters = static_cast<vg::qp_counters*>(counters);
     sq.cq = vg::completion_queue{reinterpret_cast<vg::cqe64*>(d + 256), reinterpret_cast<std::uint32_t*>(d + 64), 0,
                                  vg::cq_mode::collapsed, cqn};
-    sq.scope = vg::nic_scope::gpu;  // the ring is GPU-resident
+    // The doorbell record is in mapped host memory: the fences that publish it are system scope
+    // (send_queue.cuh; with 97651fb's GPU-scope fence before the doorbell, gpu here was wrong).
+    sq.scope = vg::nic_scope::system;
     sq.ring_step = 32;
   }
   ~bench_qp() {
