@@ -128,7 +128,7 @@ inline gpucomm::world_options test_world_options() {
 
 /// Build a world in this process's mode: under MPI one PE per rank on GPU
 /// local_rank / pes_per_gpu(), otherwise pes_per_gpu() PEs on every visible GPU. IBGDAPost goes
-/// through the software NIC model (no machine here has a NIC).
+/// through the software NIC model (no machine here has a NIC) unless GPUCOMM_NIC names one.
 inline std::unique_ptr<gpucomm::world> make_world(gpucomm::world_options options = test_world_options()) {
   std::unique_ptr<gpucomm::world> w;
 #if GPUCOMM_TEST_TRANSPORT == 3 || GPUCOMM_TEST_TRANSPORT == 7
@@ -146,7 +146,11 @@ inline std::unique_ptr<gpucomm::world> make_world(gpucomm::world_options options
   }
 #endif
   if (!w) w = std::make_unique<gpucomm::world>(single_process_devices(), std::move(options));
-  w->configure<gpucomm::IBGDAPost>({.nic = gpucomm::nic_choice::model});
+  // The NIC model, unless GPUCOMM_NIC says otherwise (GPUCOMM_NIC=hardware runs the suites on a
+  // real NIC: docs/ibgda.md, "Running on a real NIC").
+  char const* nic = std::getenv("GPUCOMM_NIC");
+  bool const env_decides = nic != nullptr && *nic != '\0';
+  w->configure<gpucomm::IBGDAPost>({.nic = env_decides ? gpucomm::nic_choice::automatic : gpucomm::nic_choice::model});
   w->configure<gpucomm::ProxyQueue>(proxy_test_options());
   return w;
 }
