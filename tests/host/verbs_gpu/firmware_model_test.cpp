@@ -780,9 +780,12 @@ TEST_CASE("firmware model: UARs, doorbells, MRs and AHs", "[verbs][host][firmwar
     void* db = nullptr;
     CHECK(n.fw.map_doorbell(bf, 512, &db) == 0);  // 1 << log_bf_reg_size
     CHECK(db == bf.reg_addr);
-    CHECK(n.fw.map_doorbell(bf, 8, &db) == EEXIST);
+    CHECK(n.fw.map_doorbell(bf, 512, &db) == EEXIST);  // its host page is mapped already
+    CHECK(n.fw.map_doorbell(bf, 256, &db) == EINVAL);  // less than the register
     n.fw.unmap_doorbell(bf);
-    CHECK(n.fw.map_doorbell(n.qp_uar, 16, &db) == EINVAL);  // an 8-byte register
+    host::uar_handle past = n.qp_uar;
+    past.reg_addr = static_cast<char*>(past.reg_addr) + 8;
+    CHECK(n.fw.map_doorbell(past, 8, &db) == EINVAL);  // misses the 8-byte register
     REQUIRE(n.fw.map_doorbell(n.qp_uar, 8, &db) == 0);
     *static_cast<std::uint64_t volatile*>(db) = 0x1234;  // plain host memory
     n.fw.free_uar(n.qp_uar);

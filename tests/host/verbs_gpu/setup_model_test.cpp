@@ -19,6 +19,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -61,6 +62,7 @@ class recorder final : public host::backend {
   struct map_call {
     std::uint32_t page_id;
     std::size_t bytes;
+    std::uintptr_t at;  ///< the range's start (the set-up asks for whole host pages)
   };
 
   explicit recorder(vm::firmware_fabric const& fabric) : fw(fabric) {}
@@ -125,7 +127,7 @@ class recorder final : public host::backend {
     return fw.resolve_ah(pd, port, dgid, sgid, o);
   }
   int map_doorbell(host::uar_handle u, std::size_t bytes, void** d) override {
-    maps.push_back({u.page_id, bytes});
+    maps.push_back({u.page_id, bytes, reinterpret_cast<std::uintptr_t>(u.reg_addr)});
     return fw.map_doorbell(u, bytes, d);
   }
   void unmap_doorbell(host::uar_handle u) override {
@@ -604,7 +606,8 @@ TEST_CASE("set-up: QPs sharing a UAR page map it once; BF registers are mapped w
       auto first = std::make_unique<host::qp>(d, host::qp_options{.log_sq_depth = 6});
       host::qp second(d, {.log_sq_depth = 6});
       REQUIRE(r.maps.size() == 1);
-      CHECK(r.maps[0].bytes == 8);
+      CHECK(r.maps[0].bytes == d.host_page_bytes());  // a whole host page
+      CHECK(r.maps[0].at % d.host_page_bytes() == 0);
       CHECK(first->send_queue().doorbell == second.send_queue().doorbell);
       connect(*first, second);
       first.reset();
@@ -622,7 +625,9 @@ TEST_CASE("set-up: QPs sharing a UAR page map it once; BF registers are mapped w
     host::device d(r);
     host::qp a(d, {.log_sq_depth = 6}), b(d, {.log_sq_depth = 6});
     REQUIRE(r.maps.size() == 2);
-    CHECK(r.maps[0].bytes == (std::size_t{1} << c.caps.general.log_bf_reg_size));
+    // The model refuses (EINVAL) a mapping that does not cover the whole register, so each map
+    // holds 1 << log_bf_reg_size bytes from the register on: here a host page.
+    CHECK(r.maps[0].bytes == d.host_page_bytes());
     CHECK(r.maps[0].page_id != r.maps[1].page_id);
     CHECK(a.send_queue().doorbell != b.send_queue().doorbell);
   }
@@ -631,7 +636,38 @@ TEST_CASE("set-up: QPs sharing a UAR page map it once; BF registers are mapped w
     host::device d(r);
     host::qp a(d, {.log_sq_depth = 6});
     REQUIRE(r.maps.size() == 1);
-    CHECK(r.maps[0].bytes == 8);
+    CHECK(r.maps[0].bytes == d.host_page_bytes());
+  }
+  SECTION("UAR pages of one 64 KiB host page: mapped once, each register at its offset") {
+    // A 64 KiB-page host (acted out: the model and the set-up both take the page size): the
+    // dedicated UAR pages of several QPs lie in one host page with different page ids, and a
+    // second mapping of that page would fail. Keyed by UAR page id, the set-up mapped it twice.
+    vm::firmware_config c = ib_device("mlx5_0", 1);
+    c.host_page_bytes = 65536;
+    recorder r{vm::firmware_fabric({c})};
+    host::device_options o;
+    o.host_page_bytes = 65536;
+    {
+      host::device d(r, o);
+      host::qp a(d, {.log_sq_depth = 6}), b(d, {.log_sq_depth = 6}), x(d, {.log_sq_depth = 6});
+      REQUIRE(r.maps.size() == 1);
+      CHECK(r.maps[0].bytes == 65536);
+      CHECK(r.maps[0].at % 65536 == 0);
+      std::uint64_t* const da = a.send_queue().doorbell;
+      std::uint64_t* const db = b.send_queue().doorbell;
+      CHECK(da != db);
+      // The model maps a host range to itself: each register is reached at its own address.
+      CHECK(static_cast<std::size_t>(std::abs(reinterpret_cast<char*>(db) - reinterpret_cast<char*>(da))) % 4096 == 0);
+      connect(a, b);
+    }
+    CHECK(r.unmaps == 1);
+    CHECK(r.fw.lifetime_errors() == 0);
+  }
+  SECTION("a host page size that is no page size is refused") {
+    recorder r{vm::firmware_fabric({ib_device("mlx5_0", 1)})};
+    host::device_options o;
+    o.host_page_bytes = 12288;
+    CHECK_THROWS_WITH(host::device(r, o), Catch::Contains("host_page_bytes = 12288 is no page size"));
   }
 }
 

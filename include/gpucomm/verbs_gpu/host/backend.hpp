@@ -227,11 +227,13 @@ class backend {
                          ah_info* out) = 0;
 
   // ---- the doorbell register, as the GPU sees it ---------------------------------------------
-  /// A device pointer to `bytes` bytes of the UAR's doorbell register (reg_addr). Not counted:
-  /// the set-up calls it once per UAR page and counts the page's users itself, since UARs may be
-  /// shared (rdma-core hands out one page for every NC request of a context, and several dedicated
-  /// NC registers from one page) and a second cudaHostRegister of the same page fails.
-  /// unmap_doorbell takes any handle of that page.
+  /// A device pointer to the `bytes` bytes at uar.reg_addr, which the set-up sets to a whole host
+  /// page holding the UAR's doorbell register (reg_addr = base_addr = the page). Not counted: the
+  /// set-up calls it once per host page and counts the page's users itself, since registers share
+  /// host pages (rdma-core hands out one page for every NC request of a context and several
+  /// dedicated NC registers from one UAR page, and a 64 KiB host page holds 16 UAR pages) and a
+  /// second cudaHostRegister of the same page fails. unmap_doorbell gets the same page, named
+  /// through a handle of any UAR in it.
   virtual int map_doorbell(uar_handle uar, std::size_t bytes, void** device_pointer) = 0;
   virtual void unmap_doorbell(uar_handle uar) = 0;
 };

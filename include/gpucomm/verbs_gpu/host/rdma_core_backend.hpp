@@ -311,7 +311,8 @@ class rdma_core_backend final : public backend {
                                      cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory);
     if (e != cudaSuccess) {
       cudaGetLastError();
-      diag_ = std::string("cudaHostRegister(UAR register, cudaHostRegisterIoMemory): ") + cudaGetErrorString(e);
+      diag_ = std::string("cudaHostRegister(the host page of a UAR register, cudaHostRegisterIoMemory): ") +
+              cudaGetErrorString(e);
       return e == cudaErrorHostMemoryAlreadyRegistered ? EEXIST : EIO;
     }
     e = cudaHostGetDevicePointer(device_pointer, uar.reg_addr, 0);

@@ -207,6 +207,9 @@ struct device_options {
   /// Control memory for the QPs' rings, CQs and doorbell records; nullptr: the backend's default
   /// (GPU memory with rdma-core, host memory with the firmware model). Must outlive the device.
   control_memory* memory = nullptr;
+  /// The host's page size, the unit in which doorbell registers are mapped into the GPU; 0: the
+  /// system's (sysconf). Tests set 65536 to act out a 64 KiB-page host on a 4 KiB one.
+  std::size_t host_page_bytes = 0;
 };
 
 /// The capabilities the set-up reads with QUERY_HCA_CAP (current values; refs section 2).
@@ -241,6 +244,9 @@ class device {
  public:
   explicit device(backend& be, device_options opt = {})
       : be_(be), opt_(std::move(opt)), mem_(opt_.memory != nullptr ? opt_.memory : &be.default_memory()) {
+    if (std::size_t const p = opt_.host_page_bytes; p != 0 && (p < 4096 || (p & (p - 1)) != 0))
+      detail::fail("device_options::host_page_bytes = " + std::to_string(p) + " is no page size",
+                   "a power of two of at least 4096, or 0 for the system's");
     open_device();
     query_port_and_caps();
     if (port_.ethernet) choose_gid();
@@ -271,38 +277,50 @@ class device {
   bool dmabuf() const noexcept { return dmabuf_; }
   bool peermem() const noexcept { return peermem_; }
 
-  /// The GPU's pointer to the doorbell register of `uar` (`reg_bytes` long). The first user of a UAR
-  /// page maps it; later users of the page share that mapping (refs section 6: rdma-core hands one
-  /// NC page to every NC request and puts several dedicated registers in one page, and a second
-  /// cudaHostRegister of a page fails). A register elsewhere in a mapped page is reached at its
-  /// offset from the mapped one: cudaHostRegister maps whole pages (verify on hardware).
+  /// The GPU's pointer to the doorbell register of `uar` (`reg_bytes` long). Registers are mapped a
+  /// whole host page at a time: the first register of a host page maps the page, later ones share
+  /// that mapping and are reached at their offset in it. Several registers share a host page: rdma-
+  /// core hands one NC page to every NC request and puts several dedicated registers in one UAR
+  /// page, and a 64 KiB host page holds 16 UAR pages of 4 KiB with different page ids; a second
+  /// cudaHostRegister of a page fails (refs section 6).
   std::uint64_t* map_doorbell(uar_handle const& uar, std::size_t reg_bytes) {
-    auto it = doorbells_.find(uar.page_id);
+    std::size_t const page = host_page_bytes();
+    auto const reg = reinterpret_cast<std::uintptr_t>(uar.reg_addr);
+    std::uintptr_t const first = reg & ~(std::uintptr_t{page} - 1);
+    if (reg + reg_bytes > first + page)
+      detail::fail("the doorbell register of UAR page " + detail::hex(uar.page_id) + " (" + std::to_string(reg_bytes) +
+                   " bytes at " + detail::hex(reg) + ") crosses a host page boundary");
+    auto it = doorbells_.find(first);
     if (it == doorbells_.end()) {
       void* dev = nullptr;
-      int const e = be_.map_doorbell(uar, reg_bytes, &dev);
+      int const e = be_.map_doorbell(page_of(uar, first), page, &dev);
       if (e != 0) {
-        detail::fail("mapping the doorbell register of UAR page " + detail::hex(uar.page_id) + " (" +
-                         std::to_string(reg_bytes) + " bytes) into the GPU failed: " + detail::errno_text(e) +
-                         detail::said(be_),
+        detail::fail("mapping the host page " + detail::hex(first) + " of the doorbell register of UAR page " +
+                         detail::hex(uar.page_id) + " (" + std::to_string(page) +
+                         " bytes) into the GPU failed: " + detail::errno_text(e) + detail::said(be_),
                      "GPU-rung doorbells need the driver to allow I/O-memory mappings (cudaHostRegisterIoMemory; "
                      "e.g. NVreg_RegistryDwords=\"PeerMappingOverride=1;\"); a CPU proxy (ProxyQueue) would avoid GPU "
                      "doorbells, but its NIC backend drives only the NIC model in this version");
       }
-      it = doorbells_.emplace(uar.page_id, mapped_page{0, reinterpret_cast<std::uintptr_t>(uar.reg_addr), dev}).first;
+      it = doorbells_.emplace(first, mapped_page{0, dev}).first;
     }
     ++it->second.users;
-    auto const offset = static_cast<std::ptrdiff_t>(reinterpret_cast<std::uintptr_t>(uar.reg_addr) - it->second.reg);
-    return reinterpret_cast<std::uint64_t*>(static_cast<unsigned char*>(it->second.device) + offset);
+    return reinterpret_cast<std::uint64_t*>(static_cast<unsigned char*>(it->second.device) + (reg - first));
   }
-  /// Drops one user of the page of `uar`; the last one unmaps it.
+  /// Drops one user of the host page of `uar`'s register; the last one unmaps the page.
   void unmap_doorbell(uar_handle const& uar) noexcept {
-    auto it = doorbells_.find(uar.page_id);
+    std::uintptr_t const first =
+        reinterpret_cast<std::uintptr_t>(uar.reg_addr) & ~(std::uintptr_t{host_page_bytes()} - 1);
+    auto it = doorbells_.find(first);
     if (it == doorbells_.end()) return;
     if (--it->second.users == 0) {
-      be_.unmap_doorbell(uar);
+      be_.unmap_doorbell(page_of(uar, first));
       doorbells_.erase(it);
     }
+  }
+  /// The host page size doorbells are mapped in (device_options::host_page_bytes, else sysconf).
+  std::size_t host_page_bytes() const noexcept {
+    return opt_.host_page_bytes != 0 ? opt_.host_page_bytes : static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   }
 
  private:
@@ -492,9 +510,13 @@ class device {
 
   struct mapped_page {
     int users;
-    std::uintptr_t reg;  ///< the register whose mapping `device` is
-    void* device;
+    void* device;  ///< the GPU's address of the page
   };
+  /// `uar` naming the whole host page at `first` (what backend::map_doorbell maps).
+  static uar_handle page_of(uar_handle uar, std::uintptr_t first) noexcept {
+    uar.reg_addr = uar.base_addr = reinterpret_cast<void*>(first);
+    return uar;
+  }
 
   backend& be_;
   device_options opt_;
@@ -506,7 +528,7 @@ class device {
   int gid_index_ = 0;
   bool dmabuf_ = false, peermem_ = false;
   pd_handle pd_{};
-  std::map<std::uint32_t, mapped_page> doorbells_;  ///< by UAR page
+  std::map<std::uintptr_t, mapped_page> doorbells_;  ///< by host page (its address)
 };
 
 /// A memory region the NIC may access (step 13): GPU memory through dma-buf first, then through

@@ -151,6 +151,10 @@ struct firmware_config {
   std::optional<hca_caps> max_caps;    ///< QUERY_HCA_CAP "maximum"; empty: the same as caps
   std::uint32_t num_comp_vectors = 8;  ///< completion vectors query_eqn() answers for
   bool nc_dedicated_uar = true;        ///< supports MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED
+  /// The host page size the model acts out (4096 to 65536): map_doorbell maps whole host pages and,
+  /// as cudaHostRegister does, refuses (EEXIST) a page this context has mapped already. UAR pages
+  /// sit 16 to a 64 KiB block, so with 65536 several UARs share a host page.
+  std::size_t host_page_bytes = 4096;
   /// Modelled by another process (a NIC of another host or process, which has its own fabric
   /// object): its ports answer RTR's path checks, but its QPs are not known here, so the checks
   /// that need the peer QP (it exists, points back, PSNs and depths agree) are left to that
@@ -238,7 +242,8 @@ class firmware_model final : public host::backend {
   void umem_dereg(host::umem_handle umem) override;
   /// Every nc request of a context gets the same page (as rdma-core does); nc_dedicated and
   /// blue_flame requests get a page each. The page is 4 KiB of host memory with the doorbell
-  /// register at offset 0x800, 8 bytes (nc, nc_dedicated) or 1 << log_bf_reg_size (blue_flame).
+  /// register at offset 0x800, 8 bytes (nc, nc_dedicated) or 1 << log_bf_reg_size (blue_flame);
+  /// pages sit 16 to a 64 KiB-aligned block (firmware_config::host_page_bytes).
   host::uar_handle alloc_uar(host::uar_type type, int* error) override;
   void free_uar(host::uar_handle uar) override;
   /// Vector v < num_comp_vectors answers EQ number first_comp_eqn + v.
@@ -257,8 +262,10 @@ class firmware_model final : public host::backend {
   /// fabric has it. InfiniBand ports: 0 with a zero MAC (no L2 address).
   int resolve_ah(host::pd_handle pd, std::uint8_t port, std::uint8_t const (&dgid)[16], int sgid_index,
                  host::ah_info* out) override;
-  /// Host-only model: *device_pointer is the register's host address. EEXIST when the page is
-  /// already mapped (a second cudaHostRegister of it fails too).
+  /// Host-only model: *device_pointer is uar.reg_addr, the start of the range asked for, which must
+  /// cover the UAR's doorbell register (EINVAL). EEXIST when a host page of the range is already
+  /// mapped by this context (a second cudaHostRegister of it fails too). unmap_doorbell drops the
+  /// range that starts on uar.reg_addr's host page.
   int map_doorbell(host::uar_handle uar, std::size_t bytes, void** device_pointer) override;
   void unmap_doorbell(host::uar_handle uar) override;
 

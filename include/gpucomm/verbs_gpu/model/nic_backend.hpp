@@ -20,9 +20,9 @@
 //                         ends are ready, or, for a device another process models
 //                         (firmware_config::remote), over the fabric to that process's nic
 //     reg_mr              a nic region with the firmware's keys, in the PD's namespace
-//     map_doorbell        GPU control memory: a page of mapped pinned host memory stands for the UAR
-//                         page (the GPU writes the register there; the nic watches it); host
-//                         memory: the firmware's own page
+//     map_doorbell        GPU control memory: mapped pinned host memory stands for the host page
+//                         the set-up maps (the GPU writes the registers there; the nic watches
+//                         them); host memory: the firmware's own pages
 //     destroy, dereg      the nic object goes first, so nothing runs on memory being released
 //
 // So the QPs that kernels post to are exactly those the set-up configured, at the addresses and
@@ -114,7 +114,7 @@ class nic_backend final : public host::backend {
   ~nic_backend() override {
     // Whatever the set-up left: the nic stops using it before the firmware context releases it.
     for (std::uint32_t const qpn : qps_) net_.nic_.destroy_qp(qpn);
-    for (auto const& [page, mirror] : mirrors_) cudaFreeHost(mirror);
+    for (auto const& [page, m] : mirrors_) cudaFreeHost(m.host);
   }
   nic_backend(nic_backend const&) = delete;
   nic_backend& operator=(nic_backend const&) = delete;
@@ -274,14 +274,15 @@ class nic_backend final : public host::backend {
       *device_pointer = firmware_view;  // host tests: producers are host threads
       return 0;
     }
-    // What cudaHostRegister(IoMemory) of the UAR page gives on hardware: a page the GPU can store
-    // to. Here it is mapped pinned host memory, which the nic watches instead of the firmware's page.
-    void* mirror = nullptr;
-    cudaError_t e = cudaHostAlloc(&mirror, 4096, cudaHostAllocMapped | cudaHostAllocPortable);
+    // What cudaHostRegister(IoMemory) of the host page gives on hardware: memory the GPU can store
+    // to. Here it is mapped pinned host memory of the same size, which the nic watches instead of
+    // the firmware's pages.
+    void* page = nullptr;
+    cudaError_t e = cudaHostAlloc(&page, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
     if (e == cudaSuccess) {
-      std::memset(mirror, 0, 4096);
-      e = cudaHostGetDevicePointer(device_pointer, mirror, 0);
-      if (e != cudaSuccess) cudaFreeHost(mirror);
+      std::memset(page, 0, bytes);
+      e = cudaHostGetDevicePointer(device_pointer, page, 0);
+      if (e != cudaSuccess) cudaFreeHost(page);
     }
     if (e != cudaSuccess) {
       cudaGetLastError();
@@ -289,13 +290,12 @@ class nic_backend final : public host::backend {
       diag_ = std::string("a mapped page for the doorbell: ") + cudaGetErrorString(e);
       return EIO;
     }
-    mirrors_[uar.page_id] = mirror;
-    *device_pointer = static_cast<unsigned char*>(*device_pointer) + register_offset(uar);
+    mirrors_[reinterpret_cast<std::uintptr_t>(uar.reg_addr)] = {static_cast<unsigned char*>(page), bytes};
     return 0;
   }
   void unmap_doorbell(host::uar_handle uar) override {
-    if (auto it = mirrors_.find(uar.page_id); it != mirrors_.end()) {
-      cudaFreeHost(it->second);
+    if (auto it = mirrors_.find(reinterpret_cast<std::uintptr_t>(uar.reg_addr)); it != mirrors_.end()) {
+      cudaFreeHost(it->second.host);
       mirrors_.erase(it);
     }
     fw_.unmap_doorbell(uar);
@@ -311,6 +311,10 @@ class nic_backend final : public host::backend {
     std::size_t bytes;
     int cuda_device;
   };
+  struct mirror {
+    unsigned char* host;  ///< pinned, mapped: where the GPU's doorbell stores land
+    std::size_t bytes;
+  };
 
   int clear() {
     diag_.clear();
@@ -320,8 +324,13 @@ class nic_backend final : public host::backend {
   std::uint32_t nic_pd(std::uint32_t pdn) const {
     return static_cast<std::uint32_t>((fw_.device_index() + 1) << 24) | (pdn & 0xffffffu);
   }
-  static std::ptrdiff_t register_offset(host::uar_handle const& uar) {
-    return static_cast<unsigned char*>(uar.reg_addr) - static_cast<unsigned char*>(uar.base_addr);
+  /// Where the nic watches a doorbell register: in the mirror of its host page (GPU control
+  /// memory), else at the register itself.
+  std::uint64_t* watched(void* reg_addr) const {
+    auto const reg = reinterpret_cast<std::uintptr_t>(reg_addr);
+    for (auto const& [first, m] : mirrors_)
+      if (reg >= first && reg - first < m.bytes) return reinterpret_cast<std::uint64_t*>(m.host + (reg - first));
+    return static_cast<std::uint64_t*>(reg_addr);
   }
   /// -1 for host memory, else the GPU the memory is on.
   int device_of(void const* p) const {
@@ -345,10 +354,7 @@ class nic_backend final : public host::backend {
     c.ring = reinterpret_cast<std::byte*>(ring.addr + d.wq_offset);
     c.log_depth = d.log_sq_size;
     c.dbrec_snd = reinterpret_cast<std::uint32_t*>(record.addr + d.dbr_offset) + dbr_snd;
-    auto const mirror = mirrors_.find(d.uar_page);
-    c.doorbell = reinterpret_cast<std::uint64_t*>(
-        mirror != mirrors_.end() ? static_cast<unsigned char*>(mirror->second) + register_offset(uar)
-                                 : static_cast<unsigned char*>(uar.reg_addr));
+    c.doorbell = watched(uar.reg_addr);
     c.send_cqn = cqs_.at(d.cqn_snd);
     c.cuda_device = ring.cuda_device;
     c.qpn = qpn;
@@ -388,7 +394,7 @@ class nic_backend final : public host::backend {
   std::string diag_;
   std::map<std::uint32_t, umem> umems_;             ///< by UMEM id
   std::map<std::uint32_t, host::uar_handle> uars_;  ///< by page id
-  std::map<std::uint32_t, void*> mirrors_;          ///< by UAR page id: the GPU's doorbell page
+  std::map<std::uintptr_t, mirror> mirrors_;        ///< by the host page they stand for
   std::map<std::uint32_t, std::uint32_t> cqs_;      ///< firmware CQ number -> nic CQ number
   std::set<std::uint32_t> qps_;                     ///< QPs in the nic
   std::vector<range> gpu_ranges_;

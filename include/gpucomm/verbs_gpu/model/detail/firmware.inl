@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <map>
@@ -63,12 +64,24 @@ struct umem_rec {
 struct uar_rec {
   std::uint64_t owner;
   host::uar_type type;
-  std::unique_ptr<std::uint64_t[]> page;  ///< 4 KiB; the doorbell register at reg_offset
+  unsigned char* page;  ///< 4 KiB in the device's UAR blocks; the doorbell register at reg_offset
   std::size_t reg_bytes;
   int handles = 0;  ///< alloc_uar handles naming this page (nc pages are shared)
   int users = 0;    ///< CQs and QPs naming it as uar_page
-  bool mapped = false;
   static constexpr std::size_t reg_offset = 0x800;
+  static constexpr std::size_t page_bytes = 4096;
+};
+/// UAR pages sit 16 to a 64 KiB-aligned block, as the kernel maps UARs a system page at a time:
+/// on a 64 KiB-page host several UAR pages share one host page.
+struct uar_block_free {
+  void operator()(unsigned char* p) const noexcept { std::free(p); }
+};
+inline constexpr std::size_t uar_block_bytes = 65536;
+/// A host range a context mapped for the GPU (map_doorbell), whole host pages.
+struct mapped_range {
+  std::uint64_t owner;
+  std::uintptr_t first;
+  std::size_t bytes;
 };
 struct cq_rec {
   std::uint64_t owner;
@@ -113,6 +126,9 @@ struct device_state {
   std::map<std::uint32_t, pd_rec> pds;
   std::map<std::uint32_t, umem_rec> umems;
   std::map<std::uint32_t, uar_rec> uars;
+  std::vector<std::unique_ptr<unsigned char, uar_block_free>> uar_blocks;
+  std::size_t uar_pages_made = 0;  ///< UAR pages carved from the blocks (never reused)
+  std::vector<mapped_range> mapped;
   std::map<std::uint64_t, std::uint32_t> nc_uar;  ///< context -> its shared nc page
   std::map<std::uint32_t, cq_rec> cqs;
   std::map<std::uint32_t, qp_rec> qps;
@@ -256,6 +272,8 @@ inline void encode_caps(device_state const& d, hca_caps const& c, std::uint32_t 
 inline void validate_config(firmware_config const& c) {
   auto bad = [&](std::string const& what) { throw std::invalid_argument("firmware_config " + c.name + ": " + what); };
   if (c.name.empty()) bad("the device needs a name");
+  if (c.host_page_bytes < 4096 || c.host_page_bytes > uar_block_bytes || (c.host_page_bytes & (c.host_page_bytes - 1)))
+    bad("host_page_bytes is a power of two from 4096 to 65536");
   if (c.ports.empty() || c.ports.size() > 255) bad("a device has 1 to 255 ports");
   for (std::size_t p = 0; p < c.ports.size(); ++p) {
     port_config const& pc = c.ports[p];
@@ -281,6 +299,25 @@ struct firmware_engine {
   device_state& dev;
 
   hca_caps const& caps() const { return dev.cfg.caps; }
+
+  /// A fresh 4 KiB UAR page, zeroed, carved from the device's 64 KiB blocks.
+  unsigned char* new_uar_page() {
+    constexpr std::size_t per_block = uar_block_bytes / uar_rec::page_bytes;
+    std::size_t const slot = dev.uar_pages_made++;
+    if (slot / per_block >= dev.uar_blocks.size()) {
+      auto* block = static_cast<unsigned char*>(std::aligned_alloc(uar_block_bytes, uar_block_bytes));
+      if (block == nullptr) throw std::bad_alloc();
+      std::memset(block, 0, uar_block_bytes);
+      dev.uar_blocks.emplace_back(block);
+    }
+    return dev.uar_blocks[slot / per_block].get() + (slot % per_block) * uar_rec::page_bytes;
+  }
+  /// The range this context mapped that holds `addr`, or nullptr.
+  mapped_range const* mapped_range_of(std::uintptr_t addr) const {
+    for (mapped_range const& r : dev.mapped)
+      if (r.owner == m.context_ && addr >= r.first && addr - r.first < r.bytes) return &r;
+    return nullptr;
+  }
 
   // ---- object look-ups: BAD_RES (0x5) for a number that names nothing of this context ------------
   template <class Map>
@@ -1360,7 +1397,7 @@ inline host::uar_handle firmware_model::alloc_uar(host::uar_type type, int* erro
                         page_id = shared->second;
                       } else {
                         page_id = detail::next_free(e.dev.uars, e.dev.next_uar);
-                        detail::uar_rec rec{context_, type, std::make_unique<std::uint64_t[]>(512), 8};
+                        detail::uar_rec rec{context_, type, e.new_uar_page(), 8};
                         if (type == host::uar_type::blue_flame)
                           rec.reg_bytes = std::size_t{1} << e.caps().general.log_bf_reg_size;
                         e.dev.uars[page_id] = std::move(rec);
@@ -1368,7 +1405,7 @@ inline host::uar_handle firmware_model::alloc_uar(host::uar_type type, int* erro
                       }
                       detail::uar_rec& rec = e.dev.uars.at(page_id);
                       ++rec.handles;
-                      auto* base = reinterpret_cast<unsigned char*>(rec.page.get());
+                      unsigned char* const base = rec.page;
                       uar.impl = e.make_handle(detail::handle_rec::kind::uar, page_id);
                       uar.page_id = page_id;
                       uar.base_addr = base;
@@ -1384,10 +1421,18 @@ inline void firmware_model::free_uar(host::uar_handle uar) {
     detail::uar_rec& rec = e.dev.uars.at(h->id);
     e.drop_handle(h);
     if (--rec.handles > 0) return 0;
-    if (rec.users || rec.mapped)
+    // Still mapped: its host page is, and no other UAR page of this context keeps that page alive
+    // (the kernel unmaps a UAR's memory a host page at a time, when its last UAR goes).
+    detail::mapped_range const* range = e.mapped_range_of(reinterpret_cast<std::uintptr_t>(rec.page));
+    bool const mapped = range != nullptr && std::none_of(e.dev.uars.begin(), e.dev.uars.end(), [&](auto const& u) {
+                          auto const at = reinterpret_cast<std::uintptr_t>(u.second.page);
+                          return u.first != uar.page_id && u.second.owner == context_ && at >= range->first &&
+                                 at - range->first < range->bytes;
+                        });
+    if (rec.users || mapped)
       e.lifetime_error("free_uar: UAR page " + detail::hex(uar.page_id) +
-                       (rec.mapped ? " is still mapped (unmap_doorbell first)"
-                                   : " is still named by " + std::to_string(rec.users) + " CQ(s) or QP(s)"));
+                       (mapped ? " is still mapped (unmap_doorbell first)"
+                               : " is still named by " + std::to_string(rec.users) + " CQ(s) or QP(s)"));
     else {
       if (rec.type == host::uar_type::nc) e.dev.nc_uar.erase(context_);
       e.dev.uars.erase(uar.page_id);
@@ -1529,20 +1574,34 @@ inline int firmware_model::map_doorbell(host::uar_handle uar, std::size_t bytes,
   return detail::firmware_engine::guarded(*this, [&](detail::firmware_engine& e) {
     detail::handle_rec const* h = e.handle(uar.impl, {detail::handle_rec::kind::uar}, "map_doorbell");
     detail::uar_rec& rec = e.dev.uars.at(h->id);
-    if (device_pointer == nullptr || bytes == 0 || bytes > rec.reg_bytes)
-      detail::refuse(EINVAL, "map_doorbell: " + std::to_string(bytes) + " bytes; the register has " +
-                                 std::to_string(rec.reg_bytes));
-    if (rec.mapped) detail::refuse(EEXIST, "map_doorbell: UAR page " + detail::hex(h->id) + " is already mapped");
-    rec.mapped = true;
-    *device_pointer = reinterpret_cast<unsigned char*>(rec.page.get()) + detail::uar_rec::reg_offset;
+    auto const at = reinterpret_cast<std::uintptr_t>(uar.reg_addr);
+    auto const reg = reinterpret_cast<std::uintptr_t>(rec.page) + detail::uar_rec::reg_offset;
+    if (device_pointer == nullptr || bytes == 0 || at > reg || at + bytes < reg + rec.reg_bytes)
+      detail::refuse(EINVAL, "map_doorbell: " + std::to_string(bytes) + " bytes at " + detail::hex(at) +
+                                 " do not cover the doorbell register of UAR page " + detail::hex(h->id) + " (" +
+                                 std::to_string(rec.reg_bytes) + " bytes at " + detail::hex(reg) + ")");
+    // cudaHostRegister pins whole host pages and refuses a page it already has.
+    std::size_t const hp = e.dev.cfg.host_page_bytes;
+    std::uintptr_t const first = at & ~(std::uintptr_t{hp} - 1);
+    std::size_t const span = ((at + bytes + hp - 1) & ~(std::uintptr_t{hp} - 1)) - first;
+    for (detail::mapped_range const& m : e.dev.mapped)
+      if (m.owner == context_ && first < m.first + m.bytes && m.first < first + span)
+        detail::refuse(EEXIST, "map_doorbell: the host page " + detail::hex(std::max(first, m.first)) +
+                                   " is already mapped (a second cudaHostRegister of it fails)");
+    e.dev.mapped.push_back({context_, first, span});
+    *device_pointer = uar.reg_addr;
     return 0;
   });
 }
 
 inline void firmware_model::unmap_doorbell(host::uar_handle uar) {
   detail::firmware_engine::guarded(*this, [&](detail::firmware_engine& e) {
-    detail::handle_rec const* h = e.handle(uar.impl, {detail::handle_rec::kind::uar}, "unmap_doorbell");
-    e.dev.uars.at(h->id).mapped = false;
+    e.handle(uar.impl, {detail::handle_rec::kind::uar}, "unmap_doorbell");
+    auto const at = reinterpret_cast<std::uintptr_t>(uar.reg_addr) & ~(std::uintptr_t{e.dev.cfg.host_page_bytes} - 1);
+    auto& m = e.dev.mapped;
+    m.erase(std::remove_if(m.begin(), m.end(),
+                           [&](detail::mapped_range const& r) { return r.owner == context_ && r.first == at; }),
+            m.end());
     return 0;
   });
 }
