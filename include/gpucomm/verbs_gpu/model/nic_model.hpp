@@ -593,8 +593,9 @@ class nic {
     }
   }
   /// A 32-bit big-endian doorbell-record word, read with acquire (host memory) or copied after the
-  /// doorbell was seen (GPU memory: the producer's system-scope release fence before the doorbell
-  /// store made the record visible to the copy engine).
+  /// doorbell was seen (GPU memory: the producer's release fence before the doorbell store, GPU
+  /// scope there, performed the record in GPU memory, where the copy engine reads it, as a NIC
+  /// reads it over PCIe through the GPU's memory system).
   std::uint32_t read_dbr_word(int cuda_device, std::uint32_t* word) {
     if (cuda_device < 0)
       return from_be32(
