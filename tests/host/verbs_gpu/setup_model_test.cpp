@@ -71,6 +71,8 @@ class recorder final : public host::backend {
   std::vector<umem_call> umems;
   std::vector<map_call> maps;
   int unmaps = 0;
+  int umem_deregs = 0;
+  bool refuse_qp_destroy = false;  ///< obj_destroy of a QP fails with EBUSY, as firmware may refuse
 
   /// The commands of `opcode`, in order.
   std::vector<command> of(std::uint32_t opcode) const {
@@ -104,7 +106,10 @@ class recorder final : public host::backend {
     umems.push_back({addr, bytes, pages, h.id});
     return h;
   }
-  void umem_dereg(host::umem_handle u) override { fw.umem_dereg(u); }
+  void umem_dereg(host::umem_handle u) override {
+    ++umem_deregs;
+    fw.umem_dereg(u);
+  }
   host::uar_handle alloc_uar(host::uar_type t, int* e) override { return fw.alloc_uar(t, e); }
   void free_uar(host::uar_handle u) override { fw.free_uar(u); }
   int query_eqn(std::uint32_t v, std::uint32_t* eqn) override { return fw.query_eqn(v, eqn); }
@@ -116,7 +121,10 @@ class recorder final : public host::backend {
     keep(in, ib);
     return fw.obj_modify(o, in, ib, out, ob);
   }
-  int obj_destroy(host::obj_handle o) override { return fw.obj_destroy(o); }
+  int obj_destroy(host::obj_handle o) override {
+    if (refuse_qp_destroy && !fw.object_of(o).first) return EBUSY;
+    return fw.obj_destroy(o);
+  }
   host::mr_handle reg_mr(host::pd_handle pd, void* a, std::size_t b, int acc, int fd, std::uint64_t off,
                          int* e) override {
     return fw.reg_mr(pd, a, b, acc, fd, off, e);
@@ -813,4 +821,25 @@ TEST_CASE("set-up: failures name the call, the firmware's verdict and what to do
     host::qp qa(a, {.log_sq_depth = 6}), qb(b, {.log_sq_depth = 6});
     CHECK_THAT(error_of([&] { qa.connect(qb.local_info()); }), Contains("connect ports of the same link layer"));
   }
+}
+
+TEST_CASE("set-up: a QP the firmware will not destroy keeps what it uses", "[verbs][host][setup]") {
+  // Its ring, CQ, doorbell records and UAR may still be used by the NIC: releasing them under it
+  // (what the set-up did) is a use after free by the NIC, which the model counts as lifetime errors.
+  recorder r{vm::firmware_fabric({ib_device("mlx5_0", 1)})};
+  std::uint32_t qpn = 0;
+  {
+    host::device d(r);
+    {
+      host::qp q(d, {.log_sq_depth = 6});
+      connect(q, q);
+      qpn = q.qpn();
+      r.refuse_qp_destroy = true;
+    }
+    CHECK(d.kept_qps() == 1);
+    CHECK(r.umem_deregs == 0);
+    CHECK(r.unmaps == 0);
+  }
+  CHECK(r.fw.query_qp_state(qpn) == vm::qp_state::rts);  // still there, as on the NIC
+  CHECK(r.fw.lifetime_errors() == 0);                    // nothing (the PD included) released under it
 }

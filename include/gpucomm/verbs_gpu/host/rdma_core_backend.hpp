@@ -62,7 +62,7 @@ class rdma_core_backend final : public backend {
 
   // ---- discovery and queries -----------------------------------------------------------------------
   std::vector<device_entry> devices() override {
-    diag_.clear();
+    begin_call();
     std::vector<device_entry> out;
     int n = 0;
     ibv_device** list = ibv_get_device_list(&n);
@@ -73,7 +73,7 @@ class rdma_core_backend final : public backend {
     return out;
   }
   int open(std::string const& device_name) override {
-    diag_.clear();
+    begin_call();
     if (ctx_ != nullptr) return EBUSY;
     int n = 0;
     ibv_device** list = ibv_get_device_list(&n);
@@ -96,7 +96,7 @@ class rdma_core_backend final : public backend {
     return rc;
   }
   int query_port(std::uint8_t port, port_info* out) override {
-    diag_.clear();
+    begin_call();
     ibv_port_attr a{};
     if (int const rc = ibv_query_port(ctx_, port, &a); rc != 0) return rc > 0 ? rc : errno_or(EIO);
     *out = port_info{};
@@ -109,7 +109,7 @@ class rdma_core_backend final : public backend {
     return 0;
   }
   int query_gid(std::uint8_t port, int index, gid_entry* out) override {
-    diag_.clear();
+    begin_call();
     *out = gid_entry{};
 #if defined(GPUCOMM_RDMA_HAS_QUERY_GID_EX)
     ibv_gid_entry e{};
@@ -143,7 +143,7 @@ class rdma_core_backend final : public backend {
     return 0;
   }
   int query_device(device_info* out) override {
-    diag_.clear();
+    begin_call();
     ibv_device_attr a{};
     if (int const rc = ibv_query_device(ctx_, &a); rc != 0) return rc > 0 ? rc : errno_or(EIO);
     *out = device_info{};
@@ -156,13 +156,13 @@ class rdma_core_backend final : public backend {
     return 0;
   }
   int general_cmd(void const* in, std::size_t in_bytes, void* out, std::size_t out_bytes) override {
-    diag_.clear();
+    begin_call();
     return normalize(mlx5dv_devx_general_cmd(ctx_, in, in_bytes, out, out_bytes));
   }
 
   // ---- objects -------------------------------------------------------------------------------------
   pd_handle alloc_pd(int* error) override {
-    diag_.clear();
+    begin_call();
     pd_handle h;
     ibv_pd* pd = ibv_alloc_pd(ctx_);
     if (pd == nullptr) return done(error, errno_or(ENOMEM), h);
@@ -182,7 +182,7 @@ class rdma_core_backend final : public backend {
 
   umem_handle umem_reg(void* addr, std::size_t bytes, int access_flags, int dmabuf_fd, std::uint64_t page_size_bitmap,
                        int* error) override {
-    diag_.clear();
+    begin_call();
     umem_handle h;
     mlx5dv_devx_umem* u = nullptr;
     if (dmabuf_fd >= 0) {
@@ -220,7 +220,7 @@ class rdma_core_backend final : public backend {
   void umem_dereg(umem_handle umem) override { mlx5dv_devx_umem_dereg(static_cast<mlx5dv_devx_umem*>(umem.impl)); }
 
   uar_handle alloc_uar(uar_type type, int* error) override {
-    diag_.clear();
+    begin_call();
     uar_handle h;
     std::uint32_t flags = MLX5DV_UAR_ALLOC_TYPE_NC;
     if (type == uar_type::blue_flame) flags = MLX5DV_UAR_ALLOC_TYPE_BF;
@@ -242,26 +242,26 @@ class rdma_core_backend final : public backend {
   }
   void free_uar(uar_handle uar) override { mlx5dv_devx_free_uar(static_cast<mlx5dv_devx_uar*>(uar.impl)); }
   int query_eqn(std::uint32_t vector, std::uint32_t* eqn) override {
-    diag_.clear();
+    begin_call();
     return normalize(mlx5dv_devx_query_eqn(ctx_, vector, eqn));
   }
   obj_handle obj_create(void const* in, std::size_t in_bytes, void* out, std::size_t out_bytes, int* error) override {
-    diag_.clear();
+    begin_call();
     obj_handle h;
     h.impl = mlx5dv_devx_obj_create(ctx_, in, in_bytes, out, out_bytes);
     return done(error, h.impl != nullptr ? 0 : errno_or(EIO), h);
   }
   int obj_modify(obj_handle obj, void const* in, std::size_t in_bytes, void* out, std::size_t out_bytes) override {
-    diag_.clear();
+    begin_call();
     return normalize(mlx5dv_devx_obj_modify(static_cast<mlx5dv_devx_obj*>(obj.impl), in, in_bytes, out, out_bytes));
   }
   int obj_destroy(obj_handle obj) override {
-    diag_.clear();
+    begin_call();
     return normalize(mlx5dv_devx_obj_destroy(static_cast<mlx5dv_devx_obj*>(obj.impl)));
   }
   mr_handle reg_mr(pd_handle pd, void* addr, std::size_t bytes, int access_flags, int dmabuf_fd,
                    std::uint64_t dmabuf_offset, int* error) override {
-    diag_.clear();
+    begin_call();
     mr_handle h;
     ibv_mr* mr = nullptr;
     auto* p = static_cast<ibv_pd*>(pd.impl);
@@ -285,7 +285,7 @@ class rdma_core_backend final : public backend {
   void dereg_mr(mr_handle mr) override { ibv_dereg_mr(static_cast<ibv_mr*>(mr.impl)); }
   int resolve_ah(pd_handle pd, std::uint8_t port, std::uint8_t const (&dgid)[16], int sgid_index,
                  ah_info* out) override {
-    diag_.clear();
+    begin_call();
     ibv_ah_attr attr{};
     attr.is_global = 1;
     attr.port_num = port;
@@ -306,7 +306,7 @@ class rdma_core_backend final : public backend {
 
   // ---- the doorbell register, as the GPU sees it ----------------------------------------------------
   int map_doorbell(uar_handle uar, std::size_t bytes, void** device_pointer) override {
-    diag_.clear();
+    begin_call();
     cudaError_t e = cudaHostRegister(uar.reg_addr, bytes,
                                      cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory);
     if (e != cudaSuccess) {
@@ -326,7 +326,7 @@ class rdma_core_backend final : public backend {
     return 0;
   }
   void unmap_doorbell(uar_handle uar) override {
-    diag_.clear();
+    begin_call();
     // The address registered for the page, which another handle of the page may have given.
     auto it = mapped_.find(uar.base_addr);
     if (it == mapped_.end()) return;
@@ -335,6 +335,12 @@ class rdma_core_backend final : public backend {
   }
 
  private:
+  /// Each call starts with no diagnostic and errno 0, so errno_or() never reports an earlier
+  /// call's errno for a failure that set none.
+  void begin_call() noexcept {
+    diag_.clear();
+    errno = 0;
+  }
   static int errno_or(int fallback) noexcept { return errno != 0 ? errno : fallback; }
   /// rdma-core returns errno values from most calls, -1 with errno from some: one convention.
   static int normalize(int rc) noexcept { return rc == 0 ? 0 : rc > 0 ? rc : errno_or(EIO); }

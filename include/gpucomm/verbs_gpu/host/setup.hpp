@@ -259,7 +259,8 @@ class device {
   device(device const&) = delete;
   device& operator=(device const&) = delete;
   ~device() {
-    if (pd_) be_.dealloc_pd(pd_);
+    // A QP or CQ the firmware would not destroy still holds the PD: keep it too.
+    if (pd_ && kept_ == 0) be_.dealloc_pd(pd_);
   }
 
   backend& nic() const noexcept { return be_; }
@@ -318,6 +319,13 @@ class device {
       doorbells_.erase(it);
     }
   }
+  /// QPs whose objects the firmware refused to destroy (obj_destroy failed): their memory, UMEMs,
+  /// UARs and doorbell mapping, and this device's PD, are kept rather than released under an
+  /// object the NIC may still use. Nothing else reports it (destructors do not throw).
+  std::size_t kept_qps() const noexcept { return kept_; }
+  /// Called by a qp whose objects could not be destroyed.
+  void keep_qp() noexcept { ++kept_; }
+
   /// The host page size doorbells are mapped in (device_options::host_page_bytes, else sysconf).
   std::size_t host_page_bytes() const noexcept {
     return opt_.host_page_bytes != 0 ? opt_.host_page_bytes : static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
@@ -529,6 +537,7 @@ class device {
   bool dmabuf_ = false, peermem_ = false;
   pd_handle pd_{};
   std::map<std::uintptr_t, mapped_page> doorbells_;  ///< by host page (its address)
+  std::size_t kept_ = 0;                             ///< keep_qp()
 };
 
 /// A memory region the NIC may access (step 13): GPU memory through dma-buf first, then through
@@ -1011,10 +1020,16 @@ class qp {
   }
 
   /// Releases what exists, users before what they use (also after a constructor failed halfway).
+  /// A QP or CQ the firmware refuses to destroy may still be read and written by the NIC: then
+  /// nothing it uses is released (device::kept_qps() counts it), rather than freed under it.
   void release() noexcept {
-    if (qp_obj_) be_.obj_destroy(qp_obj_);
-    if (cq_obj_) be_.obj_destroy(cq_obj_);
+    bool const qp_gone = !qp_obj_ || be_.obj_destroy(qp_obj_) == 0;
+    bool const cq_gone = qp_gone && (!cq_obj_ || be_.obj_destroy(cq_obj_) == 0);
     qp_obj_ = cq_obj_ = obj_handle{};
+    if (!qp_gone || !cq_gone) {
+      dev_.keep_qp();
+      return;
+    }
     if (db_mapped_) dev_.unmap_doorbell(qp_uar_);  // before the UAR is freed
     db_mapped_ = false;
     if (qp_uar_) be_.free_uar(qp_uar_);
