@@ -189,6 +189,7 @@ class world {
     sync_hooks_.clear();
     free_hooks_.clear();
     buffer_hooks_.clear();
+    block_hooks_.clear();
     transports_.clear();  // transports' host halves go before the heap they use
     heap_.reset();
   }
@@ -246,6 +247,17 @@ class world {
                         overflows ? std::to_string(n) + " elements of " + std::to_string(sizeof(T)) +
                                         " bytes are more bytes than a size_t holds"
                                   : std::string());
+    // Transports with a NIC register the new block. A hook that fails throws on every process
+    // together (each agrees first), so the block is freed collectively again.
+    std::size_t const bytes = heap_->block_bytes(offset);
+    std::size_t added = 0;
+    try {
+      for (; added < block_hooks_.size(); ++added) block_hooks_[added].add(offset, bytes);
+    } catch (...) {
+      while (added-- > 0) block_hooks_[added].remove(offset, bytes);
+      heap_->deallocate(offset, "world::allocate");
+      throw;
+    }
     return sym_ptr<T>(reinterpret_cast<T*>(heap_->slot(local_pe_ids_.front()) + offset));
   }
 
@@ -262,7 +274,11 @@ class world {
     detail::checked_on_every_rank(boot_, "world::deallocate", [&] {
       for (auto const& finish : free_hooks_) finish();
     });
-    heap_->deallocate(offset_in_any_local_slot(p.get()), "world::deallocate");
+    heap_->deallocate(offset_in_any_local_slot(p.get()), "world::deallocate",
+                      [&](std::size_t offset, std::size_t bytes) {
+                        for (auto it = block_hooks_.rbegin(); it != block_hooks_.rend(); ++it)
+                          it->remove(offset, bytes);
+                      });
   }
 
   /// Local PE `pe`'s view of the symmetric object `p` (given as any local PE's view, and pointing
@@ -526,6 +542,16 @@ class world {
         buffer_hooks_.push_back({[h = made.get()](registered_buffer const& b) { h->on_register_buffer(b); },
                                  [h = made.get()](registered_buffer const& b) { h->on_unregister_buffer(b); }});
       }
+      // A host half with a NIC registers each block of the symmetric heap allocated later (those
+      // that exist when it is made, it registers itself: heap_blocks()).
+      if constexpr (requires(host & h, std::size_t offset, std::size_t bytes) {
+                      h.on_heap_block(offset, bytes);
+                      h.on_heap_block_freed(offset, bytes);
+                    }) {
+        block_hooks_.push_back(
+            {[h = made.get()](std::size_t offset, std::size_t bytes) { h->on_heap_block(offset, bytes); },
+             [h = made.get()](std::size_t offset, std::size_t bytes) { h->on_heap_block_freed(offset, bytes); }});
+      }
       slot = std::move(made);
     }
     return *static_cast<host*>(slot.get());
@@ -569,6 +595,11 @@ class world {
   // ---- for transport implementers -----------------------------------------------------------------
 
   detail::heap_layout const& heap_layout() const { return heap_->layout(); }
+  /// Every block of the symmetric heap now allocated (gpucomm's control block first), at the same
+  /// offsets in every PE's slot; each is its own physical allocation.
+  std::vector<detail::symmetric_heap::block> heap_blocks() const { return heap_->blocks(); }
+  /// The heap's granularity: every block's offset and size are multiples of it.
+  std::size_t heap_granularity() const { return heap_->granularity(); }
   /// Local PE `pe`'s control block at its first team slot, in this process's address space (what
   /// comm takes; detail/control_block.hpp).
   std::uint64_t* team_states(int pe) const {
@@ -857,6 +888,11 @@ class world {
     std::function<void(registered_buffer const&)> add, remove;
   };
   std::vector<buffer_hook> buffer_hooks_;
+  struct block_hook {
+    // remove must not throw: it runs where the block is going whatever happens.
+    std::function<void(std::size_t, std::size_t)> add, remove;
+  };
+  std::vector<block_hook> block_hooks_;
   std::vector<registered_buffer> buffers_;
   world_options options_;
   std::uint64_t wait_timeout_ns_ = 20'000'000'000;

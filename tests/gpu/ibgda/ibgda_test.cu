@@ -2,9 +2,12 @@
 //   - quiet with thousands of WQEs outstanding: every warp of every PE posts put_nbi to every PE
 //     and quiets; then every one of its queues must show every published WQE completed, and the
 //     host checks every byte;
-//   - error paths: an out-of-bounds put and a put with a corrupted rkey end in an error the host
-//     gets from world::synchronize() naming the PE, the peer, the operation and the syndrome, and
-//     later operations on the failed queue (put, get, fetch_add, quiet) return instead of hanging.
+//   - error paths: an out-of-bounds put, a put into a freed allocation and a put with a corrupted
+//     rkey end in an error the host gets from world::synchronize() naming the PE, the peer, the
+//     operation and the syndrome, and later operations on the failed queue (put, get, fetch_add,
+//     quiet) return instead of hanging;
+//   - the heap's keys: each allocation is a memory region of its own on every PE, whose keys the
+//     kernels' table holds for exactly its pages, and which is gone once the block is freed.
 #include <cooperative_groups.h>
 
 #include <string>
@@ -123,12 +126,17 @@ __global__ void failing_put(fail_args a) {
   a.c.quiet(one);
 }
 
+/// Where failing_put's first put goes.
+enum class failure { past_the_slot, freed_block, bad_key };
+
 /// Runs failing_put in a world of its own (its queues end in error), returns the error text PE 0's
-/// process got (or "(no error)"); `corrupt_key`: use a bad rkey instead of an address outside.
-std::string run_failure(bool corrupt_key) {
+/// process got (or "(no error)").
+std::string run_failure(failure how) {
   auto w = gpucomm::test::make_world();
   int const npes = w->npes();
   int const target = npes - 1;
+  // An allocation freed at once: its block is mapped no more, and no region covers it.
+  sym_ptr<std::uint64_t> const freed = w->alloc<std::uint64_t>(64).ptr(w->local_pes().front());
   auto data = w->alloc<std::uint64_t>(64);
   auto seen = make_counters(*w);
   std::string message = "(no error)";
@@ -140,9 +148,12 @@ std::string run_failure(bool corrupt_key) {
     // 8 words starting 16 bytes before the end of the slot: past the registered region.
     sym_ptr<std::uint64_t> outside(
         reinterpret_cast<std::uint64_t*>(w->heap_layout().base + static_cast<std::size_t>(pe) * stride + stride - 16));
-    if (corrupt_key) {
+    if (how == failure::bad_key) {
       tables.push_back(gpucomm::test::corrupt_rkey(*w, pe, target, state));
       outside = data.ptr(pe);  // a good address: only the key is wrong
+    } else if (how == failure::freed_block) {
+      outside = sym_ptr<std::uint64_t>(reinterpret_cast<std::uint64_t*>(
+          reinterpret_cast<char*>(freed.get()) + (pe - w->local_pes().front()) * static_cast<std::ptrdiff_t>(stride)));
     }
     fail_args a{comm_t(pe, npes, w->team_states(pe), state), data.ptr(pe), outside, target, seen.ptr(pe).get()};
     failing_put<<<1, 1, 0, w->stream(pe)>>>(a);
@@ -170,10 +181,84 @@ void check_reported(std::string const& e) {
 
 TEST_CASE("IBGDAPost: an out-of-bounds put is reported with PE, peer, operation and syndrome, no hang",
           "[gpu][ibgda][errors]") {
-  check_reported(run_failure(false));
+  check_reported(run_failure(failure::past_the_slot));
+}
+
+TEST_CASE("IBGDAPost: a put into a freed allocation is reported with PE, peer, operation and syndrome, no hang",
+          "[gpu][ibgda][errors]") {
+  check_reported(run_failure(failure::freed_block));
 }
 
 TEST_CASE("IBGDAPost: a put with a bad rkey is reported with PE, peer, operation and syndrome, no hang",
           "[gpu][ibgda][errors]") {
-  check_reported(run_failure(true));
+  check_reported(run_failure(failure::bad_key));
+}
+
+TEST_CASE("IBGDAPost: each allocation is a region of its own, its keys in the kernels' table for its pages only",
+          "[gpu][ibgda][keys]") {
+  auto& w = gpucomm::test::the_world();
+  int const npes = w.npes();
+  using gpucomm::detail::heap_keys;
+  // Three blocks of different sizes, the middle one freed again.
+  std::size_t const page = w.heap_granularity();
+  auto a = w.alloc<char>(page);
+  auto b = w.alloc<char>(3 * page);
+  auto c = w.alloc<char>(2 * page + 1);  // rounds up to 3 pages
+  for (int pe : w.local_pes()) {
+    auto const state = w.comm<transport_under_test>(pe).state();
+    heap_keys const& keys = state.keys;
+    REQUIRE(keys.row_words == static_cast<std::uint32_t>(npes) + 1);
+    REQUIRE((std::uint64_t{1} << keys.log_page) <= page);
+    std::vector<std::uint32_t> rows(keys.pages * keys.row_words);
+    GPUCOMM_TEST_CUDA(cudaMemcpy(rows.data(), keys.rows, rows.size() * sizeof(rows[0]), cudaMemcpyDeviceToHost));
+    heap_keys host = keys;
+    host.rows = rows.data();
+    auto offset_of = [&](auto const& arr) {
+      return static_cast<std::uint64_t>(arr.ptr(pe).get() - w.heap_layout().base) -
+             static_cast<std::uint64_t>(pe) * w.heap_layout().stride;
+    };
+    // Each block: the same real keys on every page of it, for this PE and every PE.
+    std::vector<std::vector<std::uint32_t>> seen;  // [block] -> lkey, rkeys
+    for (std::uint64_t const first : {offset_of(a), offset_of(b), offset_of(c)}) {
+      std::size_t const bytes = first == offset_of(a) ? page : 3 * page;
+      std::vector<std::uint32_t> k{host.lkey_wire(first)};
+      for (int p = 0; p < npes; ++p) k.push_back(host.rkey_wire(first, p));
+      for (std::uint32_t key : k) CHECK(key != heap_keys::none);
+      for (std::uint64_t o = first; o < first + bytes; o += page / 2) {
+        CHECK(host.lkey_wire(o) == k[0]);
+        for (int p = 0; p < npes; ++p) CHECK(host.rkey_wire(o, p) == k[1 + static_cast<std::size_t>(p)]);
+      }
+      CHECK(host.lkey_wire(first + bytes) != k[0]);  // the next page is not this block's
+      seen.push_back(k);
+    }
+    // Different blocks, different regions: every key of a block differs from the others'.
+    for (std::size_t i = 0; i < seen.size(); ++i)
+      for (std::size_t j = i + 1; j < seen.size(); ++j)
+        for (std::size_t x = 0; x < seen[i].size(); ++x) CHECK(seen[i][x] != seen[j][x]);
+    // Past the last block: nothing.
+    CHECK(host.lkey_wire(offset_of(c) + 3 * page) == heap_keys::none);
+  }
+  // Freed: the block's rows are cleared on every PE, the others' stay.
+  std::vector<std::uint64_t> b_offsets;
+  for (int pe : w.local_pes())
+    b_offsets.push_back(static_cast<std::uint64_t>(b.ptr(pe).get() - w.heap_layout().base) -
+                        static_cast<std::uint64_t>(pe) * w.heap_layout().stride);
+  std::uint64_t const a_offset = static_cast<std::uint64_t>(a.ptr(w.local_pes().front()).get() - w.heap_layout().base) -
+                                 static_cast<std::uint64_t>(w.local_pes().front()) * w.heap_layout().stride;
+  { auto gone = std::move(b); }
+  std::size_t i = 0;
+  for (int pe : w.local_pes()) {
+    auto const state = w.comm<transport_under_test>(pe).state();
+    std::vector<std::uint32_t> rows(state.keys.pages * state.keys.row_words);
+    GPUCOMM_TEST_CUDA(cudaMemcpy(rows.data(), state.keys.rows, rows.size() * sizeof(rows[0]), cudaMemcpyDeviceToHost));
+    heap_keys host = state.keys;
+    host.rows = rows.data();
+    for (std::uint64_t o = b_offsets[i]; o < b_offsets[i] + 3 * page; o += page / 2) {
+      CHECK(host.lkey_wire(o) == heap_keys::none);
+      for (int p = 0; p < npes; ++p) CHECK(host.rkey_wire(o, p) == heap_keys::none);
+    }
+    CHECK(host.lkey_wire(a_offset) != heap_keys::none);
+    ++i;
+  }
+  w.barrier();
 }

@@ -209,8 +209,10 @@ class symmetric_heap {
 
   /// Collective: free the block at `offset`, a pointer's offset in a local slot (none: the pointer is
   /// in no local slot). Checks on every PE first and throws on every PE if any PE's call is wrong;
-  /// nothing is changed then.
-  void deallocate(std::optional<std::size_t> where, char const* call) {
+  /// nothing is changed then. `before_unmap(offset, bytes)`, if given, runs once the checks have
+  /// passed and the local GPUs are idle, before the memory goes (a NIC deregisters it there).
+  void deallocate(std::optional<std::size_t> where, char const* call,
+                  std::function<void(std::size_t, std::size_t)> const& before_unmap = {}) {
     constexpr char const* hint =
         "free each allocation exactly once, on every PE in the same order, through a pointer "
         "that this world's allocate or alloc returned";
@@ -246,6 +248,7 @@ class symmetric_heap {
     }
     auto it =
         std::find_if(allocations_.begin(), allocations_.end(), [&](allocation const& a) { return a.offset == offset; });
+    if (before_unmap) before_unmap(it->offset, it->size);
     release(*it);
     allocations_.erase(it);
     allocator_.deallocate(offset);
@@ -254,6 +257,20 @@ class symmetric_heap {
   /// Whether heap offset `offset` lies in a live block. (Not "or just past its end": a freed
   /// block's start is often the end of the live one before it.)
   bool in_live_block(std::size_t offset) const { return allocator_.block_containing(offset).has_value(); }
+
+  /// One live block: its heap offset and size (a multiple of the granularity).
+  struct block {
+    std::size_t offset;
+    std::size_t bytes;
+  };
+  /// Every live block, gpucomm's control block first.
+  std::vector<block> blocks() const {
+    std::vector<block> out;
+    for (auto const& a : allocations_) out.push_back({a.offset, a.size});
+    return out;
+  }
+  /// The size of the live block at `offset`.
+  std::size_t block_bytes(std::size_t offset) const { return allocator_.size_of(offset); }
 
  private:
   struct mapping {

@@ -1,6 +1,7 @@
 #pragma once
 // IBGDAPost's host half: per local PE, the NIC opened and set up with verbs_gpu's set-up
-// (verbs_gpu/host/setup.hpp): a protection domain, the symmetric heap slot registered as an MR,
+// (verbs_gpu/host/setup.hpp): a protection domain, an MR per block of the symmetric heap (made when
+// the block is allocated, its rkeys exchanged then, the kernels' key table updated: heap_keys.hpp),
 // `qps_per_peer` RC QPs to every PE (itself included) whose rings, CQs and doorbell records live in
 // GPU memory, connected through the bootstrap; the result slots of fetching operations, and the
 // device tables the kernels read.
@@ -41,6 +42,7 @@
 #include "../../verbs_gpu/send_queue.cuh"
 #include "../ibgda_post/options.hpp"
 #include "env_settings.hpp"
+#include "heap_keys.hpp"
 #include "ibgda_state.hpp"
 #include "model_mesh.hpp"
 #include "nic_select.hpp"
@@ -93,10 +95,11 @@ class ibgda_host {
     local const& l = local_of(pe);
     ibgda_state s;
     s.queues = l.queues;
-    s.peers = l.peers;
+    s.peer_bases = l.peer_bases;
+    s.keys = keys_;
+    s.keys.rows = l.key_rows;
     s.local_base = l.slot;
     s.local_bytes = world_->heap_layout().stride;
-    s.lkey_wire = verbs_gpu::to_be32(l.heap_mr->lkey());
     s.qps_per_peer = static_cast<std::uint32_t>(qps_per_peer_);
     s.results = l.results;
     s.result_owners = l.result_owners;
@@ -119,6 +122,62 @@ class ibgda_host {
     l.registered.push_back({reinterpret_cast<std::uint64_t>(b.ptr), b.bytes, verbs_gpu::to_be32(mr->lkey()), 0});
     l.registered_mrs.push_back(std::move(mr));
     upload_regions(l);
+  }
+
+  /// world::allocate: every local PE registers the new block (heap offset `offset`, `bytes`) with
+  /// its NIC, every PE learns every PE's rkey of it, and the kernels' key tables get its rows.
+  /// Collective; where a registration fails anywhere, every process throws and none keeps one.
+  void on_heap_block(std::size_t offset, std::size_t bytes) {
+    world& w = *world_;
+    current_device_guard const keep;
+    std::vector<std::uint32_t> rkeys(static_cast<std::size_t>(w.npes()), heap_keys::none);  // host order
+    std::string problem;
+    for (auto& l : locals_) {
+      try {
+        GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
+        verbs_gpu::host::region_entry const& e = l.heap_regions->add(l.slot + offset, bytes, true);
+        rkeys[static_cast<std::size_t>(l.pe)] = e.rkey;
+        if (e.rkey == heap_keys::none || l.heap_regions->lkey(l.slot + offset, bytes) == heap_keys::none)
+          problem = "the NIC gave the region memory key 0, which gpucomm's key table uses for \"no block\"";
+      } catch (std::exception const& e) {
+        problem = e.what();
+      }
+      if (!problem.empty()) break;
+    }
+    try {
+      all_ok_or_throw(
+          w.bootstrap(), problem.empty(),
+          "registering " + std::to_string(bytes) + " bytes of symmetric heap with the NIC failed: " + problem,
+          "world::allocate", "docs/ibgda.md, \"Running on a real NIC\", says what registering GPU memory needs");
+      if (w.one_process_per_gpu()) {
+        int const me = w.local_pes().front();
+        rkeys = w.bootstrap().allgather_value(rkeys[static_cast<std::size_t>(me)]);
+      }
+      for (auto const& l : locals_) {
+        std::vector<std::uint32_t> wire(rkeys.size());
+        for (std::size_t pe = 0; pe < rkeys.size(); ++pe) wire[pe] = verbs_gpu::to_be32(rkeys[pe]);
+        write_rows(l, offset, bytes, verbs_gpu::to_be32(l.heap_regions->lkey(l.slot + offset, bytes)), wire.data());
+      }
+    } catch (...) {
+      on_heap_block_freed(offset, bytes);
+      throw;
+    }
+  }
+
+  /// world::deallocate, the kernels done (or world::allocate undoing a block): its rows cleared,
+  /// then its regions deregistered. Never throws; a region it does not hold it leaves alone.
+  void on_heap_block_freed(std::size_t offset, std::size_t bytes) noexcept {
+    current_device_guard const keep;
+    for (auto& l : locals_) {
+      if (!l.heap_regions->contains(l.slot + offset)) continue;
+      cudaSetDevice(l.device);
+      try {
+        write_rows(l, offset, bytes, heap_keys::none, nullptr);
+      } catch (...) {
+        // The GPU failed; the kernels that could read the rows are gone with it.
+      }
+      l.heap_regions->remove(l.slot + offset);
+    }
   }
 
   void on_unregister_buffer(registered_buffer const& b) {
@@ -194,13 +253,15 @@ class ibgda_host {
     std::unique_ptr<verbs_gpu::host::control_memory> memory;
     std::unique_ptr<verbs_gpu::host::backend> backend;
     std::unique_ptr<verbs_gpu::host::device> nic;
-    std::unique_ptr<verbs_gpu::host::memory_region> heap_mr, results_mr, staging_mr;
+    std::unique_ptr<verbs_gpu::host::region_registry> heap_regions;  // an MR per heap block
+    std::unique_ptr<verbs_gpu::host::memory_region> results_mr, staging_mr;
     std::vector<std::unique_ptr<verbs_gpu::host::memory_region>> registered_mrs;  // parallel to `registered`
     std::vector<std::unique_ptr<verbs_gpu::host::qp>> qps;                        // [peer * qps_per_peer + k]
     // GPU memory of the transport's own.
     verbs_gpu::qp_counters* counters = nullptr;  // [peer * qps_per_peer + k]
     verbs_gpu::send_queue* queues = nullptr;
-    ibgda_peer* peers = nullptr;
+    std::uint64_t* peer_bases = nullptr;     // [pe]
+    std::uint32_t* key_rows = nullptr;       // heap_keys' rows
     std::uint64_t* results = nullptr;        // result slots, discard word, owner words: one allocation
     std::uint64_t* result_owners = nullptr;  // inside it
     unsigned char* staging = nullptr;        // ibgda_staging::slots x 2 halves
@@ -208,6 +269,17 @@ class ibgda_host {
     ibgda_regions* regions = nullptr;      // the device's table of registered buffers
     std::vector<ibgda_region> registered;  // what it holds
   };
+
+  /// A block's rows of l's key table: this PE's lkey and every PE's rkey, wire order (none: cleared).
+  void write_rows(local const& l, std::size_t offset, std::size_t bytes, std::uint32_t lkey_wire,
+                  std::uint32_t const* rkeys_wire) const {
+    std::uint64_t const pages = bytes >> keys_.log_page;
+    std::vector<std::uint32_t> rows(pages * keys_.row_words);
+    heap_keys::fill_block(rows.data(), pages, lkey_wire, rkeys_wire, keys_.row_words);
+    GPUCOMM_CUDA_CHECK(cudaMemcpy(l.key_rows + keys_.page_of(offset) * keys_.row_words, rows.data(),
+                                  rows.size() * sizeof(std::uint32_t), cudaMemcpyHostToDevice),
+                       l.pe);
+  }
 
   void upload_regions(local const& l) {
     current_device_guard const keep;
@@ -290,6 +362,10 @@ class ibgda_host {
     bool const multi = w.one_process_per_gpu();
     bool const model = choice == nic_choice::model;
     current_device_guard const keep;
+    keys_.log_page = heap_keys::log_page_for(w.heap_granularity());
+    keys_.pages = w.heap_layout().stride >> keys_.log_page;
+    keys_.row_words = static_cast<std::uint32_t>(npes) + 1;
+    std::size_t const key_table_bytes = keys_.pages * keys_.row_words * sizeof(std::uint32_t);
     if (model) {
       verbs_gpu::model::nic_config config;
       config.fault = verbs_gpu::model::faults_from(options.model_faults);
@@ -316,7 +392,9 @@ class ibgda_host {
       o.gpu_pci_bus_id = gpu_bus_id(pe);
       o.memory = l.memory.get();
       l.nic = std::make_unique<verbs_gpu::host::device>(*l.backend, o);
-      l.heap_mr = std::make_unique<verbs_gpu::host::memory_region>(*l.nic, l.slot, w.heap_layout().stride, true);
+      l.heap_regions = std::make_unique<verbs_gpu::host::region_registry>(*l.nic);
+      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.key_rows), key_table_bytes), pe);
+      GPUCOMM_CUDA_CHECK(cudaMemset(l.key_rows, 0, key_table_bytes), pe);  // heap_keys::none everywhere
       // One allocation: the result slots and the discard word (what the NIC writes), then the
       // slots' owner words (what only the GPU touches), all free.
       std::size_t const slots = nq << log_depth;
@@ -346,20 +424,20 @@ class ibgda_host {
       for (std::size_t i = 0; i < nq; ++i) l.qps.push_back(std::make_unique<verbs_gpu::host::qp>(*l.nic, qo));
     }
 
-    // Exchange what peers need: every QP's connection data and every heap's (base, rkey).
+    // Exchange what peers need: every QP's connection data and where every heap slot starts (the
+    // blocks' keys follow block by block: on_heap_block).
     std::vector<verbs_gpu::host::connection_info> infos(static_cast<std::size_t>(npes) * nq);  // [pe][to * k + j]
-    std::vector<nic_heap> heaps(static_cast<std::size_t>(npes));
+    std::vector<std::uint64_t> bases(static_cast<std::size_t>(npes));
     for (auto const& l : locals_) {
-      heaps[static_cast<std::size_t>(l.pe)] = {reinterpret_cast<std::uint64_t>(l.slot), l.heap_mr->rkey(), 0};
+      bases[static_cast<std::size_t>(l.pe)] = reinterpret_cast<std::uint64_t>(l.slot);
       for (std::size_t i = 0; i < nq; ++i) infos[static_cast<std::size_t>(l.pe) * nq + i] = l.qps[i]->local_info();
     }
     if (multi) {
       local const& l = locals_.front();
       std::vector<verbs_gpu::host::connection_info> mine(infos.begin() + static_cast<std::ptrdiff_t>(l.pe * nq),
                                                          infos.begin() + static_cast<std::ptrdiff_t>((l.pe + 1) * nq));
-      nic_heap const my_heap = heaps[static_cast<std::size_t>(l.pe)];
       w.bootstrap().allgather(mine.data(), infos.data(), nq * sizeof(verbs_gpu::host::connection_info));
-      w.bootstrap().allgather(&my_heap, heaps.data(), sizeof(nic_heap));
+      bases = w.bootstrap().allgather_value(bases[static_cast<std::size_t>(l.pe)]);
     }
     // Connect: PE p's j-th QP to PE `to` with PE to's j-th QP to p (itself for to == p).
     for (auto& l : locals_) {
@@ -380,16 +458,18 @@ class ibgda_host {
         sq.timeout_ns = world_->wait_timeout_ns();  // debug builds: the world's bound on device waits
         sqs.push_back(sq);
       }
-      std::vector<ibgda_peer> table;
-      for (auto const& p : heaps) table.push_back({p.base, verbs_gpu::to_be32(p.rkey), 0});
       GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.queues), sqs.size() * sizeof(verbs_gpu::send_queue)),
                          l.pe);
       GPUCOMM_CUDA_CHECK(
           cudaMemcpy(l.queues, sqs.data(), sqs.size() * sizeof(verbs_gpu::send_queue), cudaMemcpyHostToDevice), l.pe);
-      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.peers), table.size() * sizeof(ibgda_peer)), l.pe);
-      GPUCOMM_CUDA_CHECK(cudaMemcpy(l.peers, table.data(), table.size() * sizeof(ibgda_peer), cudaMemcpyHostToDevice),
+      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.peer_bases), bases.size() * sizeof(std::uint64_t)),
                          l.pe);
+      GPUCOMM_CUDA_CHECK(
+          cudaMemcpy(l.peer_bases, bases.data(), bases.size() * sizeof(std::uint64_t), cudaMemcpyHostToDevice), l.pe);
     }
+    // The blocks allocated before this transport (gpucomm's control block at least); later ones
+    // come through world::allocate.
+    for (auto const& b : w.heap_blocks()) on_heap_block(b.offset, b.bytes);
     if (net_) net_->data_path().start();
     // Every process's NIC serves before any kernel posts.
     if (multi) w.bootstrap().barrier();
@@ -403,14 +483,14 @@ class ibgda_host {
       cudaSetDevice(l.device);
       l.qps.clear();
       l.registered_mrs.clear();
-      l.heap_mr.reset();
+      l.heap_regions.reset();
       l.results_mr.reset();
       l.staging_mr.reset();
       l.nic.reset();
       l.backend.reset();
       l.memory.reset();
-      for (void* p : {static_cast<void*>(l.queues), static_cast<void*>(l.peers), static_cast<void*>(l.results),
-                      static_cast<void*>(l.counters), static_cast<void*>(l.staging),
+      for (void* p : {static_cast<void*>(l.queues), static_cast<void*>(l.peer_bases), static_cast<void*>(l.key_rows),
+                      static_cast<void*>(l.results), static_cast<void*>(l.counters), static_cast<void*>(l.staging),
                       static_cast<void*>(l.staging_slots), static_cast<void*>(l.regions)}) {
         cudaFree(p);
       }
@@ -421,6 +501,7 @@ class ibgda_host {
   }
 
   int qps_per_peer_ = 2;
+  heap_keys keys_;  // the key tables' shape, the same for every local PE (rows: each PE's own)
   std::unique_ptr<verbs_gpu::model::model_network> net_;       // the model's data path (model only)
   std::unique_ptr<verbs_gpu::model::firmware_fabric> fabric_;  // the model's devices (model only)
   std::vector<local> locals_;

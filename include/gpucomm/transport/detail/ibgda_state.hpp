@@ -7,17 +7,9 @@
 #include <type_traits>
 
 #include "../../verbs_gpu/send_queue.cuh"
+#include "heap_keys.hpp"
 
 namespace gpucomm::detail {
-
-/// How the NIC reaches one PE's symmetric heap: where its slot starts in that PE's address space
-/// (what its memory registration names) and the region's rkey, in wire order.
-struct ibgda_peer {
-  std::uint64_t base = 0;
-  std::uint32_t rkey_wire = 0;
-  std::uint32_t reserved = 0;
-};
-static_assert(sizeof(ibgda_peer) == 16);
 
 /// A local buffer registered with the NIC (world::register_buffer): puts from it and gets into it
 /// go straight to the NIC.
@@ -60,10 +52,12 @@ static_assert(sizeof(ibgda_staging_slot) == 32);
 /// Everything IBGDAPost's device code needs, by value in comm<IBGDAPost>.
 struct ibgda_state {
   verbs_gpu::send_queue const* queues = nullptr;  ///< [pe * qps_per_peer + k], in GPU memory
-  ibgda_peer const* peers = nullptr;              ///< [pe], in GPU memory
-  char const* local_base = nullptr;               ///< this PE's heap slot, local address
-  std::uint64_t local_bytes = 0;                  ///< its size
-  std::uint32_t lkey_wire = 0;                    ///< lkey of the local heap, wire order
+  /// [pe]: where PE pe's heap slot starts in its own address space (what its regions name), in
+  /// GPU memory.
+  std::uint64_t const* peer_bases = nullptr;
+  heap_keys keys;                    ///< every block's keys, by heap offset (heap_keys.hpp)
+  char const* local_base = nullptr;  ///< this PE's heap slot, local address
+  std::uint64_t local_bytes = 0;     ///< its size
   std::uint32_t qps_per_peer = 1;
   /// Result slots of fetching atomics: queue i, WQEBB j at [(i << log_depth) + j]; then one word
   /// where the NIC drops the old values of non-fetching atomics and signals.

@@ -9,10 +9,13 @@
 // holding the group's leader (rank 0): a group's operations to one peer always share one QP, so
 // RC ordering and the fence bit order them; different warps spread over the QPs.
 //
-// Memory. The NIC reaches the symmetric heap (registered as one region per PE, keys exchanged at
-// set-up and kept in wire order in the device state) and the local buffers registered with
-// world::register_buffer. A put's `src` and a get's `dst` may be anywhere else too (shared memory,
-// cudaMalloc'd memory, a local variable); what each placement costs:
+// Memory. The NIC reaches the symmetric heap (each block, one allocation, registered as a region of
+// its own on every PE, its keys exchanged when it is allocated and found by heap offset in a table
+// in GPU memory: detail/heap_keys.hpp) and the local buffers registered with
+// world::register_buffer. An operation's range on either side must lie inside one allocation (one
+// region), as with NVSHMEM; otherwise the NIC refuses it (a protection or remote access error,
+// which world::synchronize() reports like any failed operation). A put's `src` and a get's `dst` may be anywhere else
+// too (shared memory, cudaMalloc'd memory, a local variable); what each placement costs:
 //   - in the symmetric heap or a registered buffer: nothing extra, the NIC reads or writes it;
 //   - a put of at most inline_bytes (28): copied into the WQE by the leader, from anywhere;
 //   - anywhere else: staged. The group takes one of the PE's ibgda_staging::slots staging slots
@@ -245,14 +248,14 @@ struct IBGDAPost {
   }
 
  private:
-  /// PE pe's copy of p, as the NIC addresses it.
+  /// PE pe's copy of p, as the NIC addresses it: its address there and the rkey of the block
+  /// holding it (heap_keys::none outside every block: the NIC refuses it, and the host reports).
   template <class T>
   __device__ static verbs_gpu::remote_buf remote(comm<IBGDAPost> const& c, sym_ptr<T> p, int pe) {
-    detail::check_pe(pe, c.npes());  // before peers[pe] is read
+    detail::check_pe(pe, c.npes());  // before the tables are read at pe
     device_state const& s = c.state();
     auto const offset = static_cast<std::uint64_t>(reinterpret_cast<char const*>(p.get()) - s.local_base);
-    detail::ibgda_peer const& peer = s.peers[pe];
-    return {peer.base + offset, peer.rkey_wire, true};
+    return {s.peer_bases[pe] + offset, s.keys.rkey_wire(offset, pe), true};
   }
 
   /// atomic()'s work on the word's bits (inline: see lead_write).
@@ -290,7 +293,8 @@ struct IBGDAPost {
     device_state const& s = c.state();
     auto const addr = reinterpret_cast<std::uintptr_t>(p);
     if (within(addr, bytes, reinterpret_cast<std::uintptr_t>(s.local_base), s.local_bytes)) {
-      *out = {static_cast<std::uint64_t>(addr), 0, s.lkey_wire, true};
+      auto const offset = static_cast<std::uint64_t>(addr - reinterpret_cast<std::uintptr_t>(s.local_base));
+      *out = {static_cast<std::uint64_t>(addr), 0, s.keys.lkey_wire(offset), true};
       return true;
     }
     return registered(c, p, bytes, op, out);

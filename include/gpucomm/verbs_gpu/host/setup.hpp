@@ -599,8 +599,9 @@ static_assert(std::is_trivially_copyable_v<region_entry> && sizeof(region_entry)
 
 /// An MR per heap allocation and every PE's table of them (step 13; refs section 7, NVSHMEM keeps a
 /// key per heap chunk): add() registers an allocation, exchange() gathers the tables of all PEs,
-/// find() gives the rkey covering a remote range. Host side only: kernels do not look keys up here
-/// yet (the device-side table is a later step).
+/// find() gives the rkey covering a remote range. IBGDAPost registers each symmetric heap block
+/// here and exchanges its rkeys as the block is allocated; its kernels find them by heap offset in
+/// a device table (transport/detail/heap_keys.hpp).
 class region_registry {
  public:
   explicit region_registry(device& dev) : dev_(dev) {}
@@ -627,6 +628,8 @@ class region_registry {
       detail::fail("region_registry::remove: no allocation registered at " +
                    detail::hex(reinterpret_cast<std::uint64_t>(ptr)));
   }
+  /// Whether an allocation starting at ptr is registered.
+  bool contains(void const* ptr) const { return regions_.count(reinterpret_cast<std::uint64_t>(ptr)) != 0; }
   /// This PE's table, by base address.
   std::vector<region_entry> local() const {
     std::vector<region_entry> out;

@@ -19,7 +19,10 @@
 //                         connected to the QP its RTR path named: on this process's nic once both
 //                         ends are ready, or, for a device another process models
 //                         (firmware_config::remote), over the fabric to that process's nic
-//     reg_mr              a nic region with the firmware's keys, in the PD's namespace
+//     reg_mr              a nic region with the firmware's keys, in the PD's namespace; GPU memory
+//                         of a declared range (gpu_range: the symmetric heap, reserved and mapped
+//                         block by block) must be mapped in full, as hardware needs to pin or
+//                         export it
 //     map_doorbell        GPU control memory: mapped pinned host memory stands for the host page
 //                         the set-up maps (the GPU writes the registers there; the nic watches
 //                         them); host memory: the firmware's own pages
@@ -39,6 +42,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -245,6 +249,13 @@ class nic_backend final : public host::backend {
   host::mr_handle reg_mr(host::pd_handle pd, void* addr, std::size_t bytes, int access_flags, int dmabuf_fd,
                          std::uint64_t dmabuf_offset, int* error) override {
     clear();
+    if (std::string const hole = unmapped_in(addr, bytes); !hole.empty()) {
+      diag_ = "the range holds unmapped GPU memory at " + hole +
+              ": a NIC cannot register it (peer memory pins the pages behind the range; a dma-buf is exported "
+              "from a mapped range)";
+      if (error != nullptr) *error = EFAULT;
+      return {};
+    }
     host::mr_handle const mr = fw_.reg_mr(pd, addr, bytes, access_flags, dmabuf_fd, dmabuf_offset, error);
     if (!mr) return mr;
     // ibv_access_flags and the nic's access bits have the same values.
@@ -344,6 +355,28 @@ class nic_backend final : public host::backend {
     }
     return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged ? attr.device : -1;
   }
+  /// The first address of [addr, addr + bytes) inside a declared GPU range that no allocation is
+  /// mapped at (hex), or "" when there is none or the driver cannot say (no GPU: host tests).
+  /// Looked at every 64 KiB, the smallest page a GPU maps.
+  std::string unmapped_in(void const* addr, std::size_t bytes) const {
+    using get_attribute_fn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+    static get_attribute_fn const get = host::detail::driver_fn<get_attribute_fn>("cuPointerGetAttribute");
+    auto const first = reinterpret_cast<std::uintptr_t>(addr);
+    bool declared = false;
+    for (range const& r : gpu_ranges_) declared = declared || (first >= r.base && first - r.base < r.bytes);
+    if (!declared || get == nullptr || bytes == 0) return {};
+    constexpr std::uintptr_t step = 65536;
+    for (std::uintptr_t at = first; at - first < bytes; at = (at & ~(step - 1)) + step) {
+      unsigned mapped = 0;
+      if (get(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, static_cast<CUdeviceptr>(at)) != CUDA_SUCCESS || mapped == 0) {
+        char text[24];
+        std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(at));
+        return text;
+      }
+    }
+    return {};
+  }
+
   /// The nic QP for QP qpn at RTS, connected to its peer.
   void bring_up(std::uint32_t qpn, qp_description const& d) {
     umem const& ring = umems_.at(d.wq_umem);
