@@ -135,10 +135,11 @@ std::string run_failure(failure how) {
   auto w = gpucomm::test::make_world();
   int const npes = w->npes();
   int const target = npes - 1;
-  // An allocation freed at once: its block is mapped no more, and no region covers it.
-  sym_ptr<std::uint64_t> const freed = w->alloc<std::uint64_t>(64).ptr(w->local_pes().front());
   auto data = w->alloc<std::uint64_t>(64);
   auto seen = make_counters(*w);
+  // An allocation freed at once, after the last one (so no later block reuses its place): its
+  // block is mapped no more, and no region covers it.
+  sym_ptr<std::uint64_t> const freed = w->alloc<std::uint64_t>(64).ptr(w->local_pes().front());
   std::string message = "(no error)";
   std::vector<void*> tables;
   for_each_local_pe(*w, [&](int pe) {
