@@ -150,7 +150,12 @@ ENUMS = {"qp_st_rc": "MLX5_QP_ST_RC", "qp_pm_migrated": "MLX5_QP_PM_MIGRATED",
          "atomic_op_cmp_swap": "MLX5_ATOMIC_OPS_CMP_SWAP", "atomic_op_fetch_add": "MLX5_ATOMIC_OPS_FETCH_ADD",
          "atomic_op_masked_cmp_swap": "MLX5_ATOMIC_OPS_EXTENDED_CMP_SWAP",
          "atomic_op_masked_fetch_add": "MLX5_ATOMIC_OPS_EXTENDED_FETCH_ADD",
-         "atomic_size_4": "MLX5_ATOMIC_CAPS_ATOMIC_SIZE_QP_4_BYTES", "atomic_size_8": "MLX5_ATOMIC_CAPS_ATOMIC_SIZE_QP_8_BYTES"}
+         "atomic_size_4": "MLX5_ATOMIC_CAPS_ATOMIC_SIZE_QP_4_BYTES", "atomic_size_8": "MLX5_ATOMIC_CAPS_ATOMIC_SIZE_QP_8_BYTES",
+         "event_cq_error": "MLX5_EVENT_TYPE_CQ_ERROR", "event_wq_catas_error": "MLX5_EVENT_TYPE_WQ_CATAS_ERROR",
+         "event_path_mig_failed": "MLX5_EVENT_TYPE_PATH_MIG_FAILED",
+         "event_internal_error": "MLX5_EVENT_TYPE_INTERNAL_ERROR", "event_port_change": "MLX5_EVENT_TYPE_PORT_CHANGE",
+         "event_wq_inval_req_error": "MLX5_EVENT_TYPE_WQ_INVAL_REQ_ERROR",
+         "event_wq_access_error": "MLX5_EVENT_TYPE_WQ_ACCESS_ERROR"}
 
 
 def strip_comments(text):

@@ -204,14 +204,17 @@ class ibgda_host {
   /// peer, the operation and the completion's syndrome. world::synchronize() calls it.
   void check_errors() const {
     current_device_guard const keep;
-    if (net_ != nullptr) {
-      std::vector<std::uint32_t> const overrun = net_->data_path().overrun_cqns();
-      if (!overrun.empty())
-        throw error("IBGDAPost", locals_.front().pe,
-                    "the NIC model saw CQ " + std::to_string(overrun.front()) +
-                        " overrun: a completion arrived while the one before was unconsumed on a collapsed CQ "
-                        "created without overrun-ignore (hardware raises a CQ error event)",
-                    "collapsed CQs need cqc.oi = 1 (verbs_gpu/host/setup.hpp sets it); this is a set-up defect");
+    // Errors no completion carries: the NIC's asynchronous events (a CQ overrun, a QP in error, a
+    // port down, a fatal device error).
+    for (auto const& l : locals_) {
+      for (verbs_gpu::host::async_event const& e : l.nic->nic().async_events()) {
+        throw error("IBGDAPost", l.pe,
+                    "PE " + std::to_string(l.pe) + "'s NIC (" + l.nic->name() + ") reported " + e.text(),
+                    e.what == verbs_gpu::host::async_event::kind::cq_error
+                        ? "collapsed CQs need cqc.oi = 1 (verbs_gpu/host/setup.hpp sets it): a set-up defect"
+                        : "the queues stay in error; check the port and the NIC (ibv_devinfo, dmesg), then build "
+                          "a new world");
+      }
     }
     for (auto const& l : locals_) {
       std::vector<verbs_gpu::qp_counters> counters(l.qps.size());

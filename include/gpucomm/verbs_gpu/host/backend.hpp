@@ -20,6 +20,8 @@
 //   reg_mr()           ibv_reg_dmabuf_mr / ibv_reg_mr
 //   resolve_ah()       ibv_create_ah + mlx5dv_init_obj(MLX5DV_OBJ_AH) (RoCE: the peer's MAC)
 //   map_doorbell()     cudaHostRegister(IoMemory) + cudaHostGetDevicePointer of a UAR's register
+//   async_events()     mlx5dv_devx_get_event on a DEVX event channel every CQ and QP is subscribed
+//                      to (their errors), and ibv_get_async_event (port and device errors)
 //   default_memory()   where the control memory (SQ ring, CQ, doorbell records) comes from: GPU
 //                      memory for rdma-core (gpu_memory.hpp), host memory for the model
 //
@@ -35,10 +37,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "prm_cmd.hpp"
 
 namespace gpucomm::verbs_gpu::host {
 
@@ -180,6 +185,46 @@ class host_control_memory final : public control_memory {
   std::string pci_bus_id() override { return {}; }
 };
 
+/// An asynchronous event the device reported: an error that no completion carries. On mlx5 the
+/// firmware raises these as event queue entries; `kind` is the entry's type (prm_cmd.hpp, checked
+/// against the kernel's enum mlx5_event).
+struct async_event {
+  enum class kind : std::uint16_t {
+    cq_error = prm::event_cq_error,                      ///< a CQ overran, or its context is bad
+    qp_fatal = prm::event_wq_catas_error,                ///< the QP went to error
+    path_migration_failed = prm::event_path_mig_failed,  ///<
+    device_fatal = prm::event_internal_error,            ///< ibv: IBV_EVENT_DEVICE_FATAL
+    port_change = prm::event_port_change,                ///< ibv: IBV_EVENT_PORT_ERR
+    qp_invalid_request = prm::event_wq_inval_req_error,  ///< a work request the NIC could not parse
+    qp_access_error = prm::event_wq_access_error,        ///< a local access error
+  };
+  kind what = kind::device_fatal;
+  std::uint32_t object = 0;  ///< the CQ or QP number, or the port
+
+  /// What happened, in words, e.g. "CQ 0x12 error (overrun or bad context)".
+  std::string text() const {
+    char number[16];
+    std::snprintf(number, sizeof(number), "0x%x", object);
+    switch (what) {
+      case kind::cq_error:
+        return std::string("CQ ") + number + " error (an overrun, or a bad CQ context)";
+      case kind::qp_fatal:
+        return std::string("QP ") + number + " catastrophic error (the QP is in error)";
+      case kind::path_migration_failed:
+        return std::string("QP ") + number + " path migration failed";
+      case kind::qp_invalid_request:
+        return std::string("QP ") + number + " invalid request (a work request the NIC could not parse)";
+      case kind::qp_access_error:
+        return std::string("QP ") + number + " local access error";
+      case kind::port_change:
+        return "port " + std::to_string(object) + " went down";
+      case kind::device_fatal:
+        break;
+    }
+    return "fatal device error (the device must be reset)";
+  }
+};
+
 /// The calls set-up makes. Every handle is released by the set-up in reverse order of creation.
 /// One backend serves one opened device (open() once).
 class backend {
@@ -236,6 +281,11 @@ class backend {
   /// through a handle of any UAR in it.
   virtual int map_doorbell(uar_handle uar, std::size_t bytes, void** device_pointer) = 0;
   virtual void unmap_doorbell(uar_handle uar) = 0;
+
+  // ---- errors no completion carries ------------------------------------------------------------
+  /// The asynchronous events of this context's CQs and QPs, and of its ports and device, reported
+  /// since the last call; each once. Never blocks.
+  virtual std::vector<async_event> async_events() { return {}; }
 };
 
 }  // namespace gpucomm::verbs_gpu::host

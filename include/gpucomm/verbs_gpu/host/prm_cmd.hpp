@@ -61,6 +61,15 @@ inline constexpr std::uint16_t op_rst2init_qp = 0x502;
 inline constexpr std::uint16_t op_init2rtr_qp = 0x503;
 inline constexpr std::uint16_t op_rtr2rts_qp = 0x504;
 
+// ---- asynchronous event types (event queue entries: DEVX event channels deliver them) -----------
+inline constexpr std::uint16_t event_cq_error = 0x04;
+inline constexpr std::uint16_t event_wq_catas_error = 0x05;
+inline constexpr std::uint16_t event_path_mig_failed = 0x07;
+inline constexpr std::uint16_t event_internal_error = 0x08;
+inline constexpr std::uint16_t event_port_change = 0x09;
+inline constexpr std::uint16_t event_wq_inval_req_error = 0x10;
+inline constexpr std::uint16_t event_wq_access_error = 0x11;
+
 // ---- common header ------------------------------------------------------------------------------
 inline constexpr field in_opcode{0x00, 16};
 inline constexpr field in_op_mod{0x30, 16};

@@ -21,6 +21,7 @@
 //
 // Never run on hardware in this project (docs/verbs_gpu.md, "Running on a real mlx5 NIC").
 
+#include <fcntl.h>
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 #include <limits.h>
@@ -39,6 +40,7 @@
 
 #include "backend.hpp"
 #include "gpu_memory.hpp"
+#include "prm_cmd.hpp"
 
 namespace gpucomm::verbs_gpu::host {
 
@@ -49,6 +51,7 @@ class rdma_core_backend final : public backend {
   rdma_core_backend& operator=(rdma_core_backend const&) = delete;
   ~rdma_core_backend() override {
     for (auto const& [page, reg] : mapped_) cudaHostUnregister(reg);
+    if (events_ != nullptr) mlx5dv_devx_destroy_event_channel(events_);
     if (ctx_ != nullptr) ibv_close_device(ctx_);
   }
 
@@ -89,7 +92,10 @@ class rdma_core_backend final : public backend {
       attr.flags = MLX5DV_CONTEXT_FLAGS_DEVX;
       ctx_ = mlx5dv_open_device(list[i], &attr);
       rc = ctx_ != nullptr ? 0 : errno_or(EIO);
-      if (ctx_ != nullptr) name_ = device_name;
+      if (ctx_ != nullptr) {
+        name_ = device_name;
+        open_event_channels();
+      }
       break;
     }
     ibv_free_device_list(list);
@@ -249,6 +255,7 @@ class rdma_core_backend final : public backend {
     begin_call();
     obj_handle h;
     h.impl = mlx5dv_devx_obj_create(ctx_, in, in_bytes, out, out_bytes);
+    if (h.impl != nullptr) subscribe(static_cast<mlx5dv_devx_obj*>(h.impl), in, out);
     return done(error, h.impl != nullptr ? 0 : errno_or(EIO), h);
   }
   int obj_modify(obj_handle obj, void const* in, std::size_t in_bytes, void* out, std::size_t out_bytes) override {
@@ -334,7 +341,60 @@ class rdma_core_backend final : public backend {
     mapped_.erase(it);
   }
 
+  // ---- errors no completion carries ------------------------------------------------------------------
+  std::vector<async_event> async_events() override {
+    std::vector<async_event> out;
+    if (events_ != nullptr) {
+      // The CQ and QP errors each object was subscribed to; the cookie says which object.
+      mlx5dv_devx_async_event_hdr hdr{};
+      while (mlx5dv_devx_get_event(events_, &hdr, sizeof(hdr)) >= static_cast<ssize_t>(sizeof(hdr)))
+        out.push_back({static_cast<async_event::kind>(hdr.cookie >> 32), static_cast<std::uint32_t>(hdr.cookie)});
+    }
+    if (ctx_ != nullptr) {
+      // Unaffiliated events on the verbs context (its descriptor is non-blocking: open()).
+      ibv_async_event e{};
+      while (ibv_get_async_event(ctx_, &e) == 0) {
+        if (e.event_type == IBV_EVENT_PORT_ERR)
+          out.push_back({async_event::kind::port_change, static_cast<std::uint32_t>(e.element.port_num)});
+        else if (e.event_type == IBV_EVENT_DEVICE_FATAL)
+          out.push_back({async_event::kind::device_fatal, 0});
+        ibv_ack_async_event(&e);
+      }
+    }
+    return out;
+  }
+
  private:
+  /// The context's async descriptor made non-blocking, and a DEVX event channel (non-blocking too)
+  /// for the errors of the CQs and QPs obj_create makes. Without the channel (a kernel older than
+  /// DEVX events) those errors still show in the completions; only their events are missed.
+  void open_event_channels() noexcept {
+    int const flags = ::fcntl(ctx_->async_fd, F_GETFL);
+    if (flags >= 0) ::fcntl(ctx_->async_fd, F_SETFL, flags | O_NONBLOCK);
+    events_ = mlx5dv_devx_create_event_channel(ctx_, MLX5DV_DEVX_CREATE_EVENT_CHANNEL_FLAGS_OMIT_EV_DATA);
+    if (events_ != nullptr) {
+      int const f = ::fcntl(events_->fd, F_GETFL);
+      if (f >= 0) ::fcntl(events_->fd, F_SETFL, f | O_NONBLOCK);
+    }
+  }
+  /// Subscribes a new CQ or QP to its error events, the cookie holding (event type << 32) | number.
+  /// One subscription per event type: the cookie must name the type, which the omitted event data
+  /// would otherwise carry.
+  void subscribe(mlx5dv_devx_obj* obj, void const* in, void const* out) noexcept {
+    if (events_ == nullptr) return;
+    std::uint16_t const opcode = static_cast<std::uint16_t>(prm::get(in, prm::in_opcode));
+    std::uint32_t const number = prm::get(out, prm::out_obj_number);
+    std::vector<std::uint16_t> types;
+    if (opcode == prm::op_create_cq) types = {prm::event_cq_error};
+    if (opcode == prm::op_create_qp)
+      types = {prm::event_wq_catas_error, prm::event_wq_inval_req_error, prm::event_wq_access_error,
+               prm::event_path_mig_failed};
+    for (std::uint16_t type : types) {
+      std::uint16_t one[1] = {type};
+      mlx5dv_devx_subscribe_devx_event(events_, obj, sizeof(one), one, (std::uint64_t{type} << 32) | number);
+    }
+  }
+
   /// Each call starts with no diagnostic and errno 0, so errno_or() never reports an earlier
   /// call's errno for a failure that set none.
   void begin_call() noexcept {
@@ -359,6 +419,7 @@ class rdma_core_backend final : public backend {
   }
 
   ibv_context* ctx_ = nullptr;
+  mlx5dv_devx_event_channel* events_ = nullptr;  ///< CQ and QP error events (nullptr: unsupported)
   std::string name_;
   std::string diag_;
   cuda_control_memory memory_;

@@ -27,6 +27,7 @@
 //                         the set-up maps (the GPU writes the registers there; the nic watches
 //                         them); host memory: the firmware's own pages
 //     destroy, dereg      the nic object goes first, so nothing runs on memory being released
+//     async_events        a CQ error event for each CQ of the context the nic saw overrun
 //
 // So the QPs that kernels post to are exactly those the set-up configured, at the addresses and
 // with the numbers and keys the firmware gave: a wrong UMEM, offset, UAR page, CQ number or key in
@@ -312,6 +313,19 @@ class nic_backend final : public host::backend {
     fw_.unmap_doorbell(uar);
   }
 
+  /// A CQ error event for each of this context's CQs that the nic saw overrun (a collapsed CQ
+  /// without overrun-ignore), once: what the firmware raises on hardware.
+  std::vector<host::async_event> async_events() override {
+    std::vector<host::async_event> out;
+    for (std::uint32_t const overran : net_.nic_.overrun_cqns()) {
+      for (auto const& [number, nic_cqn] : cqs_) {
+        if (nic_cqn == overran && reported_cqs_.insert(number).second)
+          out.push_back({host::async_event::kind::cq_error, number});
+      }
+    }
+    return out;
+  }
+
  private:
   struct umem {
     unsigned char* addr = nullptr;
@@ -430,6 +444,7 @@ class nic_backend final : public host::backend {
   std::map<std::uintptr_t, mirror> mirrors_;        ///< by the host page they stand for
   std::map<std::uint32_t, std::uint32_t> cqs_;      ///< firmware CQ number -> nic CQ number
   std::set<std::uint32_t> qps_;                     ///< QPs in the nic
+  std::set<std::uint32_t> reported_cqs_;            ///< CQ error events already reported
   std::vector<range> gpu_ranges_;
 };
 
