@@ -22,6 +22,8 @@
 #include <gpucomm/verbs_gpu/model/nic_model.hpp>
 #include <gpucomm/verbs_gpu/verbs_gpu.cuh>
 
+#include "bench_common.cuh"
+
 #include <cuda_runtime.h>
 #include <nv/target>
 
@@ -37,41 +39,23 @@ namespace vg = gpucomm::verbs_gpu;
 namespace vm = gpucomm::verbs_gpu::model;
 namespace vh = gpucomm::verbs_gpu::host;
 
-#define CK(expr)                                                                                         \
-  do {                                                                                                   \
-    cudaError_t const e_ = (expr);                                                                       \
-    if (e_ != cudaSuccess) {                                                                             \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                                      \
-    }                                                                                                    \
-  } while (0)
-
 namespace {
 
 constexpr int iters = 1500;
 constexpr int warm_up = 100;
 constexpr int steps = 7;
 
-struct write_builder {  // an RDMA WRITE WQE with fixed operands (never executed: drain-only)
-  __device__ std::uint32_t operator()(vg::wqe_slot const& s, std::uint32_t i) const {
-    return vg::build_rdma_write(s, {0x1000 + 8ull * i, 8, 0x1234}, {0x2000 + 8ull * i, 0x5678});
-  }
-};
-
-__device__ __forceinline__ unsigned long long globaltimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 enum : int { no_handoff_fence = 1, no_doorbell_fence = 2, release_only_fences = 4 };
 
 template <int Variant>
 __device__ __forceinline__ void release_fence() {
   if constexpr ((Variant & release_only_fences) != 0) {
+    // fence.release needs PTX 8.6 and sm_90; elsewhere the ordinary release fence.
     NV_IF_ELSE_TARGET(NV_PROVIDES_SM_90,
-                      (asm volatile("fence.release.gpu;" ::
-                                        : "memory");),
+                      (asm volatile("fence.release.gpu;"
+                                    :
+                                    :
+                                    : "memory");),
                       (cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);))
   } else {
     cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
@@ -80,9 +64,9 @@ __device__ __forceinline__ void release_fence() {
 
 __global__ void post_kernel(vg::send_queue sq, unsigned long long* ns) {
   for (int i = 0; i < iters; ++i) {
-    unsigned long long const t0 = globaltimer();
-    sq.post(gpucomm::single_thread{}, 1, 1, write_builder{});
-    ns[i] = globaltimer() - t0;
+    unsigned long long const t0 = verbs_bench::globaltimer();
+    sq.post(gpucomm::single_thread{}, 1, 1, verbs_bench::write_builder{});
+    ns[i] = verbs_bench::globaltimer() - t0;
   }
 }
 
@@ -90,7 +74,7 @@ template <int Variant>
 __global__ void steps_kernel(vg::send_queue sq, unsigned long long* ns, long long* cycles, int* failed) {
   using vg::detail::dev_ref;
   for (int i = 0; i < iters; ++i) {
-    unsigned long long const t0 = globaltimer();
+    unsigned long long const t0 = verbs_bench::globaltimer();
     long long c[steps + 1];
     c[0] = clock64();
     std::uint64_t const base = sq.reserve(1);
@@ -99,7 +83,7 @@ __global__ void steps_kernel(vg::send_queue sq, unsigned long long* ns, long lon
       return;
     }
     c[1] = clock64();
-    write_builder{}(sq.slot(base, vg::ctrl_cq_update), 0);
+    verbs_bench::write_builder{}(sq.slot(base, vg::ctrl_cq_update), 0);
     c[2] = clock64();
     if (!sq.holds_ticket(base)) {  // one thread posts: it always holds the ticket
       atomicAdd(failed, 1);
@@ -119,7 +103,7 @@ __global__ void steps_kernel(vg::send_queue sq, unsigned long long* ns, long lon
     if constexpr ((Variant & no_handoff_fence) == 0) release_fence<Variant>();
     dev_ref(sq.counters->ready).store(end, cuda::memory_order_relaxed);
     c[7] = clock64();
-    ns[i] = globaltimer() - t0;
+    ns[i] = verbs_bench::globaltimer() - t0;
     for (int k = 0; k < steps; ++k) cycles[static_cast<long long>(i) * steps + k] = c[k + 1] - c[k];
   }
 }
@@ -135,21 +119,14 @@ int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
   vm::nic_config cfg;
   cfg.drain_only = true;
-  vm::model_network net(cfg);
-  vm::model_gpu_memory gpu_memory;
-  vm::firmware_config model_device;
-  model_device.name = "bench_model";
-  vm::nic_backend backend(vm::firmware_fabric({model_device}), net, gpu_memory);
-  vh::device_options dopt;
-  dopt.name = model_device.name;
-  dopt.memory = &gpu_memory;
-  vh::device nic(backend, dopt);
+  verbs_bench::gpu_queue_nic nic(cfg);
+  vm::model_network& net = nic.network;
   // A fresh QP per run (each run posts `iters` WQEs into a ring of 4096, so nothing waits).
   std::vector<std::unique_ptr<vh::qp>> qps;
   for (int k = 0; k < rounds * 6; ++k) {
     vh::qp_options o;
     o.log_sq_depth = 12;
-    qps.push_back(std::make_unique<vh::qp>(nic, o));
+    qps.push_back(std::make_unique<vh::qp>(nic.device, o));
     qps.back()->connect(qps.back()->local_info());  // loopback
   }
   net.data_path().start();

@@ -15,6 +15,8 @@
 #include <gpucomm/verbs_gpu/model/nic_model.hpp>
 #include <gpucomm/verbs_gpu/verbs_gpu.cuh>
 
+#include "bench_common.cuh"
+
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -33,22 +35,7 @@ namespace vg = gpucomm::verbs_gpu;
 namespace vm = gpucomm::verbs_gpu::model;
 namespace vh = gpucomm::verbs_gpu::host;
 
-#define CK(expr)                                                                                         \
-  do {                                                                                                   \
-    cudaError_t const e_ = (expr);                                                                       \
-    if (e_ != cudaSuccess) {                                                                             \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                                      \
-    }                                                                                                    \
-  } while (0)
-
 namespace {
-
-struct write_nop_builder {  // an RDMA WRITE WQE with fixed operands (never executed: drain-only)
-  __device__ std::uint32_t operator()(vg::wqe_slot const& s, std::uint32_t i) const {
-    return vg::build_rdma_write(s, {0x1000 + 8ull * i, 8, 0x1234}, {0x2000 + 8ull * i, 0x5678});
-  }
-};
 
 // Each group of type G posts `iters` batches of `batch` WQEs to QP (group index % nqp).
 template <int Kind>  // 0 thread, 1 warp, 2 block
@@ -61,8 +48,8 @@ __global__ void post_rate_kernel(vg::send_queue const* sqs, int nqp, int iters, 
     vg::send_queue const sq = sqs[blockIdx.x % nqp];
     for (int i = 0; i < iters; ++i) {
       bool const last = i == iters - 1;
-      vg::status const s =
-          sq.post(gpucomm::single_thread{}, 1, batch, write_nop_builder{}, last ? vg::post_flags::none : flags);
+      vg::status const s = sq.post(gpucomm::single_thread{}, 1, batch, verbs_bench::write_builder{},
+                                   last ? vg::post_flags::none : flags);
       if (s != vg::status::ok) st = s;
     }
   } else if constexpr (Kind == 1) {
@@ -71,14 +58,14 @@ __global__ void post_rate_kernel(vg::send_queue const* sqs, int nqp, int iters, 
     vg::send_queue const sq = sqs[gw % nqp];
     for (int i = 0; i < iters; ++i) {
       bool const last = i == iters - 1;
-      vg::status const s = sq.post(warp, 1, batch, write_nop_builder{}, last ? vg::post_flags::none : flags);
+      vg::status const s = sq.post(warp, 1, batch, verbs_bench::write_builder{}, last ? vg::post_flags::none : flags);
       if (s != vg::status::ok) st = s;
     }
   } else {
     vg::send_queue const sq = sqs[blockIdx.x % nqp];
     for (int i = 0; i < iters; ++i) {
       bool const last = i == iters - 1;
-      vg::status const s = sq.post(block, 1, batch, write_nop_builder{}, last ? vg::post_flags::none : flags);
+      vg::status const s = sq.post(block, 1, batch, verbs_bench::write_builder{}, last ? vg::post_flags::none : flags);
       if (s != vg::status::ok) st = s;
     }
   }
@@ -88,11 +75,9 @@ __global__ void post_rate_kernel(vg::send_queue const* sqs, int nqp, int iters, 
 // One thread: post one WQE and ring, timing reserve -> doorbell store with %globaltimer.
 __global__ void latency_kernel(vg::send_queue sq, int iters, unsigned long long* ns) {
   for (int i = 0; i < iters; ++i) {
-    unsigned long long t0, t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    sq.post(gpucomm::single_thread{}, 1, 1, write_nop_builder{});
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
-    ns[i] = t1 - t0;
+    unsigned long long const t0 = verbs_bench::globaltimer();
+    sq.post(gpucomm::single_thread{}, 1, 1, verbs_bench::write_builder{});
+    ns[i] = verbs_bench::globaltimer() - t0;
   }
 }
 
@@ -247,15 +232,9 @@ int main(int argc, char** argv) {
   n.stop();
 
   // The same on a QP the set-up made, with every queue structure in GPU memory.
-  vm::model_network net(cfg);
-  vm::model_gpu_memory gpu_memory;
-  vm::firmware_config model_device;
-  model_device.name = "bench_model";
-  vm::nic_backend backend(vm::firmware_fabric({model_device}), net, gpu_memory);
-  vh::device_options dopt;
-  dopt.name = model_device.name;
-  dopt.memory = &gpu_memory;
-  vh::device nic_device(backend, dopt);
+  verbs_bench::gpu_queue_nic gpu_nic(cfg);
+  vm::model_network& net = gpu_nic.network;
+  vh::device& nic_device = gpu_nic.device;
   vh::qp_options qopt;
   qopt.log_sq_depth = log_depth;
   vh::qp setup_qp(nic_device, qopt);

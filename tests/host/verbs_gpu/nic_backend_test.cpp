@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fixture.hpp"
+#include "forwarding_backend.hpp"
 #include "model_devices.hpp"
 
 using namespace verbs_test;
@@ -198,54 +199,17 @@ namespace {
 
 /// A backend that forwards everything to a nic_backend but clears cqc.oi in every CREATE_CQ: the
 /// set-up defect the review found (oi at the wrong bit), so a collapsed CQ overruns.
-class drops_overrun_ignore final : public vh::backend {
+class drops_overrun_ignore final : public forwarding_backend {
  public:
-  explicit drops_overrun_ignore(vm::nic_backend& inner) : be(inner) {}
-  vm::nic_backend& be;
-
-  char const* name() const noexcept override { return be.name(); }
-  std::string diagnostic() const override { return be.diagnostic(); }
-  vh::control_memory& default_memory() override { return be.default_memory(); }
-  std::vector<vh::device_entry> devices() override { return be.devices(); }
-  int open(std::string const& n) override { return be.open(n); }
-  int query_port(std::uint8_t p, vh::port_info* o) override { return be.query_port(p, o); }
-  int query_gid(std::uint8_t p, int i, vh::gid_entry* o) override { return be.query_gid(p, i, o); }
-  int query_device(vh::device_info* o) override { return be.query_device(o); }
-  int general_cmd(void const* in, std::size_t ib, void* out, std::size_t ob) override {
-    return be.general_cmd(in, ib, out, ob);
-  }
-  vh::pd_handle alloc_pd(int* e) override { return be.alloc_pd(e); }
-  void dealloc_pd(vh::pd_handle pd) override { be.dealloc_pd(pd); }
-  vh::umem_handle umem_reg(void* addr, std::size_t bytes, int access, int fd, std::uint64_t pages, int* e) override {
-    return be.umem_reg(addr, bytes, access, fd, pages, e);
-  }
-  void umem_dereg(vh::umem_handle u) override { be.umem_dereg(u); }
-  vh::uar_handle alloc_uar(vh::uar_type t, int* e) override { return be.alloc_uar(t, e); }
-  void free_uar(vh::uar_handle u) override { be.free_uar(u); }
-  int query_eqn(std::uint32_t v, std::uint32_t* eqn) override { return be.query_eqn(v, eqn); }
+  using forwarding_backend::forwarding_backend;
   vh::obj_handle obj_create(void const* in, std::size_t ib, void* out, std::size_t ob, int* e) override {
     std::vector<unsigned char> cmd(static_cast<unsigned char const*>(in), static_cast<unsigned char const*>(in) + ib);
     if (vh::prm::get(cmd.data(), vh::prm::in_opcode) == vh::prm::op_create_cq) {
       REQUIRE(vh::prm::get(cmd.data(), vh::prm::cqc_oi) == 1);  // the set-up asked for it
       vh::prm::set(cmd.data(), vh::prm::cqc_oi, 0);
     }
-    return be.obj_create(cmd.data(), ib, out, ob, e);
+    return forwarding_backend::obj_create(cmd.data(), ib, out, ob, e);
   }
-  int obj_modify(vh::obj_handle o, void const* in, std::size_t ib, void* out, std::size_t ob) override {
-    return be.obj_modify(o, in, ib, out, ob);
-  }
-  int obj_destroy(vh::obj_handle o) override { return be.obj_destroy(o); }
-  vh::mr_handle reg_mr(vh::pd_handle pd, void* a, std::size_t b, int acc, int fd, std::uint64_t off, int* e) override {
-    return be.reg_mr(pd, a, b, acc, fd, off, e);
-  }
-  void dereg_mr(vh::mr_handle mr) override { be.dereg_mr(mr); }
-  int resolve_ah(vh::pd_handle pd, std::uint8_t port, std::uint8_t const (&dgid)[16], int sgid,
-                 vh::ah_info* o) override {
-    return be.resolve_ah(pd, port, dgid, sgid, o);
-  }
-  int map_doorbell(vh::uar_handle u, std::size_t bytes, void** d) override { return be.map_doorbell(u, bytes, d); }
-  void unmap_doorbell(vh::uar_handle u) override { be.unmap_doorbell(u); }
-  std::vector<vh::async_event> async_events() override { return be.async_events(); }
 };
 
 }  // namespace

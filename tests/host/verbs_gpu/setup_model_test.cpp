@@ -9,6 +9,7 @@
 // was also run once against the fix reverted, and failed.
 #include <catch2/catch.hpp>
 
+#include "forwarding_backend.hpp"
 #include "model_devices.hpp"
 #include <gpucomm/verbs_gpu/host/setup.hpp>
 #include <gpucomm/verbs_gpu/model/firmware.hpp>
@@ -38,7 +39,7 @@ using Catch::Matchers::Contains;
 
 /// A firmware_model that keeps what the set-up asked of it: every command, UMEM registration and
 /// doorbell mapping. Forwards every call unchanged.
-class recorder final : public host::backend {
+class recorder final : public verbs_test::forwarding_backend {
  public:
   struct command {
     std::uint32_t opcode;
@@ -65,7 +66,7 @@ class recorder final : public host::backend {
     std::uintptr_t at;  ///< the range's start (the set-up asks for whole host pages)
   };
 
-  explicit recorder(vm::firmware_fabric const& fabric) : fw(fabric) {}
+  explicit recorder(vm::firmware_fabric const& fabric) : forwarding_backend(fw), fw(fabric) {}
   vm::firmware_model fw;
   std::vector<command> commands;
   std::vector<umem_call> umems;
@@ -87,20 +88,10 @@ class recorder final : public host::backend {
     return all.back();
   }
 
-  char const* name() const noexcept override { return fw.name(); }
-  std::string diagnostic() const override { return fw.diagnostic(); }
-  host::control_memory& default_memory() override { return fw.default_memory(); }
-  std::vector<host::device_entry> devices() override { return fw.devices(); }
-  int open(std::string const& n) override { return fw.open(n); }
-  int query_port(std::uint8_t p, host::port_info* o) override { return fw.query_port(p, o); }
-  int query_gid(std::uint8_t p, int i, host::gid_entry* o) override { return fw.query_gid(p, i, o); }
-  int query_device(host::device_info* o) override { return fw.query_device(o); }
   int general_cmd(void const* in, std::size_t ib, void* out, std::size_t ob) override {
     keep(in, ib);
     return fw.general_cmd(in, ib, out, ob);
   }
-  host::pd_handle alloc_pd(int* e) override { return fw.alloc_pd(e); }
-  void dealloc_pd(host::pd_handle pd) override { fw.dealloc_pd(pd); }
   host::umem_handle umem_reg(void* addr, std::size_t bytes, int access, int fd, std::uint64_t pages, int* e) override {
     host::umem_handle h = fw.umem_reg(addr, bytes, access, fd, pages, e);
     umems.push_back({addr, bytes, pages, h.id});
@@ -110,9 +101,6 @@ class recorder final : public host::backend {
     ++umem_deregs;
     fw.umem_dereg(u);
   }
-  host::uar_handle alloc_uar(host::uar_type t, int* e) override { return fw.alloc_uar(t, e); }
-  void free_uar(host::uar_handle u) override { fw.free_uar(u); }
-  int query_eqn(std::uint32_t v, std::uint32_t* eqn) override { return fw.query_eqn(v, eqn); }
   host::obj_handle obj_create(void const* in, std::size_t ib, void* out, std::size_t ob, int* e) override {
     keep(in, ib);
     return fw.obj_create(in, ib, out, ob, e);
@@ -124,15 +112,6 @@ class recorder final : public host::backend {
   int obj_destroy(host::obj_handle o) override {
     if (refuse_qp_destroy && !fw.object_of(o).first) return EBUSY;
     return fw.obj_destroy(o);
-  }
-  host::mr_handle reg_mr(host::pd_handle pd, void* a, std::size_t b, int acc, int fd, std::uint64_t off,
-                         int* e) override {
-    return fw.reg_mr(pd, a, b, acc, fd, off, e);
-  }
-  void dereg_mr(host::mr_handle mr) override { fw.dereg_mr(mr); }
-  int resolve_ah(host::pd_handle pd, std::uint8_t port, std::uint8_t const (&dgid)[16], int sgid,
-                 host::ah_info* o) override {
-    return fw.resolve_ah(pd, port, dgid, sgid, o);
   }
   int map_doorbell(host::uar_handle u, std::size_t bytes, void** d) override {
     maps.push_back({u.page_id, bytes, reinterpret_cast<std::uintptr_t>(u.reg_addr)});
