@@ -50,15 +50,43 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE void fence_release(nic_scope s) noexcept {
   }
 }
 
+/// Host side of a doorbell: the CPU's ordering of its stores to normal memory (WQEs, doorbell
+/// record) before a store to device memory (the UAR register), and the flush of a write-combining
+/// mapping after it. rdma-core's mlx5 provider does the same with its udma barriers: x86 orders a
+/// device store after earlier stores already, and `sfence` empties the write-combining buffer of a
+/// BlueFlame register; AArch64 needs `dsb st` before the store (dmb orders normal memory only) and
+/// after it. On the model's doorbell page (normal memory) they cost a few cycles.
+inline void host_store_to_device_barrier() noexcept {
+#if defined(__aarch64__)
+  asm volatile("dsb st" ::: "memory");
+#else
+  asm volatile("" ::: "memory");
+#endif
+}
+inline void host_flush_device_store() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("sfence" ::: "memory");
+#elif defined(__aarch64__)
+  asm volatile("dsb st" ::: "memory");
+#else
+  asm volatile("" ::: "memory");
+#endif
+}
+
 /// The 64-bit doorbell store to the UAR register (or the model's doorbell page). On the device
 /// this is `st.mmio.relaxed.sys.global.b64`, the PTX store meant for memory-mapped I/O (DOCA uses
 /// it; it exists from PTX ISA 8.2, sm_70). The caller issues the release fence before it. On the
-/// host a relaxed system-scope atomic store.
+/// host a relaxed system-scope atomic store between the two barriers above.
 GPUCOMM_HD GPUCOMM_FORCEINLINE void store_doorbell(std::uint64_t* db, std::uint64_t value) noexcept {
-  NV_IF_ELSE_TARGET(
+  NV_DISPATCH_TARGET(
+      NV_IS_HOST,
+      (host_store_to_device_barrier();
+       cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*db).store(value, cuda::memory_order_relaxed);
+       host_flush_device_store();),
       NV_PROVIDES_SM_70,
       (asm volatile("st.mmio.relaxed.sys.global.b64 [%0], %1;" ::"l"(__cvta_generic_to_global(db)), "l"(value)
                     : "memory");),
+      NV_ANY_TARGET,
       (cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*db).store(value, cuda::memory_order_relaxed);))
 }
 

@@ -24,6 +24,15 @@
 //                      to (their errors), and ibv_get_async_event (port and device errors)
 //   default_memory()   where the control memory (SQ ring, CQ, doorbell records) comes from: GPU
 //                      memory for rdma-core (gpu_memory.hpp), host memory for the model
+// and, for QPs a host thread posts to with ordinary verbs (no DEVX: ProxyQueue's NIC backend):
+//   open_verbs()       ibv_open_device (no DEVX context)
+//   create_verbs_qp()  ibv_create_cq + ibv_create_qp (RC) + mlx5dv_init_obj(QP, CQ): the rings,
+//                      doorbell records and doorbell register the provider made, which the host
+//                      posts to with verbs_gpu's own WQE builders
+//   modify_verbs_qp()  ibv_modify_qp (RESET -> INIT -> RTR -> RTS)
+//   destroy_verbs_qp() ibv_destroy_qp + ibv_destroy_cq
+// The firmware model has no ordinary verbs (its QPs are made with DEVX commands, which it decodes):
+// native_verbs_qps() says which, and host_qp (setup.hpp) builds a host-posted DEVX QP there.
 //
 // Errors: calls that rdma-core reports with errno return a non-zero errno value (or an empty
 // handle with `error` set). A firmware command (general_cmd, obj_create, obj_modify) that reached
@@ -35,6 +44,7 @@
 // into setup_error.
 // Host-only header: no CUDA, no rdma-core includes (either backend brings its own).
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -118,6 +128,45 @@ struct mr_handle {
 /// A RoCE peer's L2 address as the provider resolves it from its GID.
 struct ah_info {
   std::uint8_t rmac[6] = {};
+};
+
+/// An RC QP and its CQ made with ordinary verbs, as mlx5dv_init_obj describes them: what a host
+/// thread needs to post with verbs_gpu's builders and poll the CQ (send_queue.cuh).
+struct verbs_qp_handle {
+  void* impl = nullptr;
+  std::uint32_t qpn = 0, cqn = 0;
+  void* sq = nullptr;                 ///< the send queue's first WQEBB (mlx5dv_qp.sq.buf)
+  std::uint32_t sq_wqebbs = 0;        ///< its WQEBBs (sq.wqe_cnt), a power of two
+  std::uint32_t sq_stride = 0;        ///< bytes per WQEBB (sq.stride; 64 on mlx5)
+  std::uint32_t* dbrec = nullptr;     ///< the QP's doorbell record: [0] receive, [1] send (BE32)
+  std::uint64_t* doorbell = nullptr;  ///< the doorbell register (bf.reg), mapped for the host
+  void* cqes = nullptr;               ///< the CQ's entries (mlx5dv_cq.buf)
+  std::uint32_t cqe_count = 0;        ///< cqe_cnt, a power of two
+  std::uint32_t cqe_size = 0;         ///< bytes per entry (64 unless MLX5_CQE_SIZE says otherwise)
+  std::uint32_t* cq_dbrec = nullptr;  ///< the CQ's doorbell record (consumer index)
+  explicit operator bool() const noexcept { return impl != nullptr; }
+};
+
+/// One step of an ordinary-verbs QP's connection (ibv_qp_attr's subset; the set-up fills it).
+struct verbs_qp_step {
+  enum class to : std::uint8_t { init, rtr, rts } state = to::init;
+  std::uint8_t port = 1;
+  std::uint16_t pkey_index = 0;
+  int access_flags = 0;                  ///< INIT: what peers may do (access::*)
+  std::uint32_t path_mtu = 0;            ///< RTR: an ibv_mtu value
+  std::uint32_t remote_qpn = 0;          ///< RTR
+  std::uint8_t responder_rd_atomic = 0;  ///< RTR: max_dest_rd_atomic
+  std::uint8_t min_rnr_timer = 12;       ///< RTR
+  bool global = false;                   ///< RTR: a GRH (RoCE: always)
+  std::uint16_t dlid = 0;                ///< RTR, InfiniBand
+  std::uint8_t sl = 0;                   ///< RTR
+  std::uint8_t dgid[16] = {};            ///< RTR, global
+  int sgid_index = 0;                    ///< RTR, global
+  std::uint8_t traffic_class = 0;        ///< RTR, global
+  std::uint8_t timeout = 20;             ///< RTS: local ACK timeout (4.096 us << timeout)
+  std::uint8_t retry_count = 7;          ///< RTS
+  std::uint8_t rnr_retry = 7;            ///< RTS
+  std::uint8_t initiator_rd_atomic = 1;  ///< RTS: max_rd_atomic
 };
 
 /// Access flags, as IBV_ACCESS_* (the same bit values).
@@ -281,6 +330,32 @@ class backend {
   /// through a handle of any UAR in it.
   virtual int map_doorbell(uar_handle uar, std::size_t bytes, void** device_pointer) = 0;
   virtual void unmap_doorbell(uar_handle uar) = 0;
+
+  // ---- QPs posted by a host thread, with ordinary verbs (no DEVX) -------------------------------
+  /// Whether this backend makes QPs with ordinary verbs (create_verbs_qp); the model does not.
+  virtual bool native_verbs_qps() const noexcept { return false; }
+  /// Opens `name` without DEVX (ibv_open_device), for ordinary verbs only. Backends without
+  /// ordinary verbs open as open() does.
+  virtual int open_verbs(std::string const& name) { return open(name); }
+  /// An RC QP of 2^log_sq_wqebbs send WQEBBs (at least) and no receive queue, with a CQ of at
+  /// least 2^log_cqes entries, on pd and port.
+  virtual verbs_qp_handle create_verbs_qp(pd_handle pd, std::uint32_t log_sq_wqebbs, std::uint32_t log_cqes,
+                                          int* error) {
+    (void)pd, (void)log_sq_wqebbs, (void)log_cqes;
+    if (error != nullptr) *error = EOPNOTSUPP;
+    return {};
+  }
+  /// One step of the QP's connection; 0 or an errno value.
+  virtual int modify_verbs_qp(verbs_qp_handle const& qp, verbs_qp_step const& step) {
+    (void)qp, (void)step;
+    return EOPNOTSUPP;
+  }
+  /// The QP, then its CQ; 0 or the errno value of the first refusal (then nothing is freed: the NIC
+  /// may still use the rings).
+  virtual int destroy_verbs_qp(verbs_qp_handle qp) {
+    (void)qp;
+    return EOPNOTSUPP;
+  }
 
   // ---- errors no completion carries ------------------------------------------------------------
   /// The asynchronous events of this context's CQs and QPs, and of its ports and device, reported

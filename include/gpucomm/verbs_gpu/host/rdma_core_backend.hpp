@@ -101,6 +101,35 @@ class rdma_core_backend final : public backend {
     ibv_free_device_list(list);
     return rc;
   }
+  /// ibv_open_device: no DEVX, for ordinary-verbs QPs only (create_verbs_qp). mlx5 devices only:
+  /// the host posts with verbs_gpu's mlx5 WQE builders (mlx5dv_init_obj exposes the rings).
+  int open_verbs(std::string const& device_name) override {
+    begin_call();
+    if (ctx_ != nullptr) return EBUSY;
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    if (list == nullptr) return errno != 0 ? errno : ENODEV;
+    int rc = ENODEV;
+    for (int i = 0; i < n; ++i) {
+      if (device_name != ibv_get_device_name(list[i])) continue;
+      if (!mlx5dv_is_supported(list[i])) {
+        diag_ =
+            "posting with verbs_gpu's WQE builders needs an mlx5 device; ibv_post_send for other NICs is not "
+            "written";
+        rc = EOPNOTSUPP;
+        break;
+      }
+      ctx_ = ibv_open_device(list[i]);
+      rc = ctx_ != nullptr ? 0 : errno_or(EIO);
+      if (ctx_ != nullptr) {
+        name_ = device_name;
+        open_event_channels();  // the DEVX channel fails without DEVX; the verbs events remain
+      }
+      break;
+    }
+    ibv_free_device_list(list);
+    return rc;
+  }
   int query_port(std::uint8_t port, port_info* out) override {
     begin_call();
     ibv_port_attr a{};
@@ -311,6 +340,115 @@ class rdma_core_backend final : public backend {
     return rc == 0 ? 0 : (rc > 0 ? rc : errno_or(EIO));
   }
 
+  // ---- QPs posted by a host thread, with ordinary verbs -----------------------------------------------
+  bool native_verbs_qps() const noexcept override { return true; }
+  verbs_qp_handle create_verbs_qp(pd_handle pd, std::uint32_t log_sq_wqebbs, std::uint32_t log_cqes,
+                                  int* error) override {
+    begin_call();
+    auto* objects = new verbs_objects{};
+    auto fail = [&](int e) {
+      if (objects->qp != nullptr) ibv_destroy_qp(objects->qp);
+      if (objects->cq != nullptr) ibv_destroy_cq(objects->cq);
+      delete objects;
+      return done(error, e, verbs_qp_handle{});
+    };
+    objects->cq = ibv_create_cq(ctx_, 1 << log_cqes, nullptr, nullptr, 0);
+    if (objects->cq == nullptr) return fail(errno_or(ENOMEM));
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = objects->cq;
+    a.qp_type = IBV_QPT_RC;
+    a.sq_sig_all = 0;  // each WQE asks for its completion itself (the builders' CQ_UPDATE)
+    a.cap.max_send_wr = 1u << log_sq_wqebbs;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_wr = 1;  // the proxy posts no receives
+    a.cap.max_recv_sge = 1;
+    objects->qp = ibv_create_qp(static_cast<ibv_pd*>(pd.impl), &a);
+    if (objects->qp == nullptr) return fail(errno_or(ENOMEM));
+    mlx5dv_obj obj{};
+    mlx5dv_qp dq{};
+    mlx5dv_cq dc{};
+    obj.qp.in = objects->qp;
+    obj.qp.out = &dq;
+    obj.cq.in = objects->cq;
+    obj.cq.out = &dc;
+    if (int const rc = mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ); rc != 0) {
+      diag_ = "mlx5dv_init_obj(QP | CQ) failed";
+      return fail(rc > 0 ? rc : errno_or(EIO));
+    }
+    verbs_qp_handle h;
+    h.impl = objects;
+    h.qpn = objects->qp->qp_num;
+    h.cqn = dc.cqn;
+    h.sq = dq.sq.buf;
+    h.sq_wqebbs = dq.sq.wqe_cnt;
+    h.sq_stride = dq.sq.stride;
+    h.dbrec = reinterpret_cast<std::uint32_t*>(dq.dbrec);
+    h.doorbell = static_cast<std::uint64_t*>(dq.bf.reg);
+    h.cqes = dc.buf;
+    h.cqe_count = dc.cqe_cnt;
+    h.cqe_size = dc.cqe_size;
+    h.cq_dbrec = reinterpret_cast<std::uint32_t*>(dc.dbrec);
+    cq_numbers_[objects->cq] = dc.cqn;
+    return done(error, 0, h);
+  }
+  int modify_verbs_qp(verbs_qp_handle const& qp, verbs_qp_step const& step) override {
+    begin_call();
+    ibv_qp_attr a{};
+    int mask = IBV_QP_STATE;
+    switch (step.state) {
+      case verbs_qp_step::to::init:
+        a.qp_state = IBV_QPS_INIT;
+        a.pkey_index = step.pkey_index;
+        a.port_num = step.port;
+        a.qp_access_flags = static_cast<unsigned>(step.access_flags);
+        mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+        break;
+      case verbs_qp_step::to::rtr:
+        a.qp_state = IBV_QPS_RTR;
+        a.path_mtu = static_cast<ibv_mtu>(step.path_mtu);
+        a.dest_qp_num = step.remote_qpn;
+        a.rq_psn = 0;
+        a.max_dest_rd_atomic = step.responder_rd_atomic;
+        a.min_rnr_timer = step.min_rnr_timer;
+        a.ah_attr.dlid = step.dlid;
+        a.ah_attr.sl = step.sl;
+        a.ah_attr.port_num = step.port;
+        a.ah_attr.is_global = step.global ? 1 : 0;
+        if (step.global) {
+          std::memcpy(a.ah_attr.grh.dgid.raw, step.dgid, 16);
+          a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(step.sgid_index);
+          a.ah_attr.grh.hop_limit = 255;
+          a.ah_attr.grh.traffic_class = step.traffic_class;
+        }
+        mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                IBV_QP_MIN_RNR_TIMER;
+        break;
+      case verbs_qp_step::to::rts:
+        a.qp_state = IBV_QPS_RTS;
+        a.timeout = step.timeout;
+        a.retry_cnt = step.retry_count;
+        a.rnr_retry = step.rnr_retry;
+        a.sq_psn = 0;
+        a.max_rd_atomic = step.initiator_rd_atomic;
+        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+        break;
+    }
+    return normalize(ibv_modify_qp(static_cast<verbs_objects*>(qp.impl)->qp, &a, mask));
+  }
+  int destroy_verbs_qp(verbs_qp_handle qp) override {
+    begin_call();
+    auto* objects = static_cast<verbs_objects*>(qp.impl);
+    if (objects == nullptr) return 0;
+    if (objects->qp != nullptr) {
+      if (int const rc = normalize(ibv_destroy_qp(objects->qp)); rc != 0) return rc;
+      objects->qp = nullptr;
+    }
+    if (int const rc = normalize(ibv_destroy_cq(objects->cq)); rc != 0) return rc;
+    cq_numbers_.erase(objects->cq);
+    delete objects;
+    return 0;
+  }
+
   // ---- the doorbell register, as the GPU sees it ----------------------------------------------------
   int map_doorbell(uar_handle uar, std::size_t bytes, void** device_pointer) override {
     begin_call();
@@ -354,10 +492,34 @@ class rdma_core_backend final : public backend {
       // Unaffiliated events on the verbs context (its descriptor is non-blocking: open()).
       ibv_async_event e{};
       while (ibv_get_async_event(ctx_, &e) == 0) {
-        if (e.event_type == IBV_EVENT_PORT_ERR)
-          out.push_back({async_event::kind::port_change, static_cast<std::uint32_t>(e.element.port_num)});
-        else if (e.event_type == IBV_EVENT_DEVICE_FATAL)
-          out.push_back({async_event::kind::device_fatal, 0});
+        // Affiliated events come here for ordinary-verbs QPs and CQs (create_verbs_qp).
+        switch (e.event_type) {
+          case IBV_EVENT_PORT_ERR:
+            out.push_back({async_event::kind::port_change, static_cast<std::uint32_t>(e.element.port_num)});
+            break;
+          case IBV_EVENT_DEVICE_FATAL:
+            out.push_back({async_event::kind::device_fatal, 0});
+            break;
+          case IBV_EVENT_CQ_ERR: {
+            auto const it = cq_numbers_.find(e.element.cq);
+            out.push_back({async_event::kind::cq_error, it != cq_numbers_.end() ? it->second : 0});
+            break;
+          }
+          case IBV_EVENT_QP_FATAL:
+            out.push_back({async_event::kind::qp_fatal, e.element.qp->qp_num});
+            break;
+          case IBV_EVENT_QP_REQ_ERR:
+            out.push_back({async_event::kind::qp_invalid_request, e.element.qp->qp_num});
+            break;
+          case IBV_EVENT_QP_ACCESS_ERR:
+            out.push_back({async_event::kind::qp_access_error, e.element.qp->qp_num});
+            break;
+          case IBV_EVENT_PATH_MIG_ERR:
+            out.push_back({async_event::kind::path_migration_failed, e.element.qp->qp_num});
+            break;
+          default:
+            break;
+        }
         ibv_ack_async_event(&e);
       }
     }
@@ -418,7 +580,14 @@ class rdma_core_backend final : public backend {
     return p.substr(p.find_last_of('/') + 1);
   }
 
+  /// What create_verbs_qp made for one handle.
+  struct verbs_objects {
+    ibv_cq* cq = nullptr;
+    ibv_qp* qp = nullptr;
+  };
+
   ibv_context* ctx_ = nullptr;
+  std::map<ibv_cq*, std::uint32_t> cq_numbers_;  ///< ordinary-verbs CQs, for their error events
   mlx5dv_devx_event_channel* events_ = nullptr;  ///< CQ and QP error events (nullptr: unsupported)
   std::string name_;
   std::string diag_;

@@ -15,6 +15,10 @@
 //   verbs_gpu::host::region_registry step 13: an MR per heap allocation and the (base, length, rkey)
 //                             table peers exchange
 //   verbs_gpu::host::exchange step 11: connection data through any allgather
+//   verbs_gpu::host::host_qp  an RC QP a host thread posts to (ProxyQueue's NIC backend): made with
+//                             ordinary verbs (ibv_create_qp, no DEVX) where the backend has them, its
+//                             rings taken from mlx5dv_init_obj; on the firmware model, a qp above
+//                             with its queues in host memory and the host ringing the UAR itself
 //
 // Everything goes through host::backend (backend.hpp): rdma_core_backend.hpp on a real NIC, the
 // firmware model (model/firmware.hpp) in tests; the control memory through host::control_memory (GPU
@@ -22,8 +26,8 @@
 // runtime, so the host tests run all of it against the model.
 //
 // Every failure throws verbs_gpu::host::setup_error naming the call, its error and what to do. This
-// code has run against the firmware model only, never on a NIC; see docs/verbs_gpu.md, "Running on a
-// real mlx5 NIC".
+// code (host_qp's ordinary-verbs path included) has run against the firmware model only, never on a NIC; see
+// docs/verbs_gpu.md, "Running on a real mlx5 NIC".
 
 #include <unistd.h>
 
@@ -210,6 +214,12 @@ struct device_options {
   /// The host's page size, the unit in which doorbell registers are mapped into the GPU; 0: the
   /// system's (sysconf). Tests set 65536 to act out a 64 KiB-page host on a 4 KiB one.
   std::size_t host_page_bytes = 0;
+  /// Open with DEVX (GPU-posted qps). false: an ordinary verbs context (ibv_open_device) for
+  /// host_qps, which then work wherever rdma-core's mlx5 provider does, without DEVX's permissions;
+  /// the firmware capabilities are not queried (QUERY_HCA_CAP is a DEVX command) and the port and
+  /// ibv_query_device say what is needed. A backend without ordinary verbs (the model) still opens
+  /// with DEVX and queries, since its host_qps are DEVX QPs.
+  bool devx = true;
 };
 
 /// The capabilities the set-up reads with QUERY_HCA_CAP (current values; refs section 2).
@@ -300,8 +310,8 @@ class device {
                          detail::hex(uar.page_id) + " (" + std::to_string(page) +
                          " bytes) into the GPU failed: " + detail::errno_text(e) + detail::said(be_),
                      "GPU-rung doorbells need the driver to allow I/O-memory mappings (cudaHostRegisterIoMemory; "
-                     "e.g. NVreg_RegistryDwords=\"PeerMappingOverride=1;\"); a CPU proxy (ProxyQueue) would avoid GPU "
-                     "doorbells, but its NIC backend drives only the NIC model in this version");
+                     "e.g. NVreg_RegistryDwords=\"PeerMappingOverride=1;\"); a CPU proxy (ProxyQueue's NIC backend) "
+                     "avoids GPU doorbells");
       }
       it = doorbells_.emplace(first, mapped_page{0, dev}).first;
     }
@@ -325,6 +335,45 @@ class device {
   std::size_t kept_qps() const noexcept { return kept_; }
   /// Called by a qp whose objects could not be destroyed.
   void keep_qp() noexcept { ++kept_; }
+
+  /// The path MTU (an ibv_mtu value) from QP `qpn` to the peer's QP: the least of `wanted`, the
+  /// peer's and this port's; setup_error when the link layers differ.
+  std::uint32_t path_mtu(std::uint32_t qpn, connection_info const& peer, std::uint32_t wanted) const {
+    bool const roce = port_.ethernet;
+    if (peer.link_layer != (roce ? link_layer_ethernet : link_layer_infiniband))
+      detail::fail("connect: QP " + detail::hex(qpn) + " is on " + (roce ? "RoCE" : "InfiniBand") +
+                       " but the peer's QP " + detail::hex(peer.qpn) + " is not",
+                   "connect ports of the same link layer");
+    std::uint32_t const mtu = std::min({wanted, peer.mtu, port_.active_mtu});
+    if (mtu < 1 || mtu > 5)
+      detail::fail("connect: path MTU " + std::to_string(mtu) + " is no ibv_mtu value (1-5)",
+                   "check qp_options::mtu and the peer's connection_info");
+    return mtu;
+  }
+  /// RoCE: the GRH traffic class (device_options::dscp, if set, in its upper six bits).
+  std::uint8_t traffic_class() const noexcept {
+    return opt_.dscp >= 0 ? static_cast<std::uint8_t>((opt_.dscp << 2) | (opt_.traffic_class & 3)) : opt_.traffic_class;
+  }
+  /// The read/atomic depth (log2) a QP uses either way: log_max_ra_req_qp and log_max_ra_res_qp
+  /// both cap it, since the PRM field names pair them with sra/rra one way and the kernel's mlx5
+  /// driver the other (qp.c caps max_dest_rd_atomic by log_max_ra_req_qp); 3-bit fields.
+  unsigned ra_cap() const noexcept { return std::min({caps_.log_max_ra_res_qp, caps_.log_max_ra_req_qp, 7u}); }
+  /// What a peer needs to connect to our QP `qpn` (step 11).
+  connection_info info_for(std::uint32_t qpn) const {
+    connection_info c;
+    c.qpn = qpn;
+    c.lid = port_.lid;
+    c.port = opt_.port;
+    c.link_layer = port_.ethernet ? link_layer_ethernet : link_layer_infiniband;
+    if (port_.ethernet) std::memcpy(c.gid, gid_.gid, 16);
+    c.mtu = port_.active_mtu;
+    c.log_rra_max = static_cast<std::uint8_t>(ra_cap());
+    return c;
+  }
+
+  /// Whether the device is a DEVX context (device_options::devx, or a backend without ordinary
+  /// verbs, whose host_qps are DEVX qps).
+  bool uses_devx() const noexcept { return opt_.devx || !be_.native_verbs_qps(); }
 
   /// The host page size doorbells are mapped in (device_options::host_page_bytes, else sysconf).
   std::size_t host_page_bytes() const noexcept {
@@ -355,8 +404,8 @@ class device {
                      "GPU");
       if (!chosen->mlx5)
         detail::fail("device " + opt_.name + " is not an mlx5 device",
-                     "verbs_gpu builds mlx5 WQEs and needs a ConnectX (mlx5) NIC (ProxyQueue's NIC backend, the "
-                     "route for other NICs, drives only the NIC model in this version)");
+                     "verbs_gpu builds mlx5 WQEs and needs a ConnectX (mlx5) NIC (ProxyQueue's NIC backend posts the "
+                     "same WQEs from the host; ibv_post_send for other NICs is not written)");
     } else {
       if (mlx5.empty())
         detail::fail("no mlx5 device among the RDMA devices (" + names + ")",
@@ -366,6 +415,12 @@ class device {
     }
     name_ = chosen->name;
     pci_ = chosen->pci_bus_id;
+    if (!uses_devx()) {
+      if (int const e = be_.open_verbs(name_); e != 0)
+        detail::fail("opening " + name_ + " (ibv_open_device) failed: " + detail::errno_text(e) + detail::said(be_),
+                     "check permission to use the device (/dev/infiniband/uverbs*)");
+      return;
+    }
     if (int const e = be_.open(name_); e != 0) {
       detail::fail(
           "opening " + name_ + " with DEVX (mlx5dv_open_device) failed: " + detail::errno_text(e) + detail::said(be_),
@@ -393,6 +448,10 @@ class device {
     if (!port_.active)
       detail::fail("port " + std::to_string(opt_.port) + " of " + name_ + " is not active",
                    "check the cable and `ibstat`");
+    if (!uses_devx()) {
+      verbs_caps();
+      return;
+    }
     std::vector<std::uint32_t> page;
     query_caps(prm::hca_cap_general, "general", page);
     auto const get = [&](prm::field f) { return prm::get(page.data(), f); };
@@ -465,6 +524,27 @@ class device {
     if (opt_.dscp > 63) detail::fail("device_options::dscp = " + std::to_string(opt_.dscp) + " is past 63");
   }
 
+  /// An ordinary verbs context: what host_qp needs, from ibv_query_device (no QUERY_HCA_CAP).
+  void verbs_caps() {
+    device_info info;
+    if (int const e = be_.query_device(&info); e != 0)
+      detail::fail("query_device(" + name_ + ") failed: " + detail::errno_text(e) + detail::said(be_));
+    if (!info.atomics)
+      detail::fail("device " + name_ + " offers no atomics (ibv_query_device: atomic_cap = IBV_ATOMIC_NONE)",
+                   "ProxyQueue's NIC backend posts RDMA atomics for signals and atomics");
+    // RDMA reads and atomics in flight per QP, both ways (3-bit fields in the QP context).
+    auto const log2_floor = [](int v) {
+      unsigned l = 0;
+      while (v > 1 && l < 7) v >>= 1, ++l;
+      return l;
+    };
+    caps_.log_max_ra_req_qp = log2_floor(info.max_qp_init_rd_atom);
+    caps_.log_max_ra_res_qp = log2_floor(info.max_qp_rd_atom);
+    caps_.atomic = true;
+    caps_.rc = true;
+    caps_.roce = port_.ethernet;
+  }
+
   // ---- Step 1 (RoCE): the GID: a RoCE v2 entry of the wanted address family (refs section 5) ---------
   void choose_gid() {
     auto const family_ok = [&](gid_entry const& g) {
@@ -505,10 +585,10 @@ class device {
 
   // ---- Step 3: how the NIC reaches GPU control memory: dma-buf or peer memory (nvidia-peermem) ------
   void check_memory() {
-    if (!mem_->gpu()) return;  // host memory: plain registration
+    // Asked whatever the control memory is: MRs of GPU buffers (memory_region) use dma-buf too.
     dmabuf_ = mem_->dmabuf_supported();
     peermem_ = mem_->peer_memory();
-    if (!dmabuf_ && !peermem_) {
+    if (mem_->gpu() && !dmabuf_ && !peermem_) {
       detail::fail(
           "GPU memory cannot be registered with the NIC: the CUDA driver reports no dma-buf support and "
           "nvidia-peermem is not loaded",
@@ -693,6 +773,10 @@ class region_registry {
   std::vector<std::vector<region_entry>> peers_;
 };
 
+/// Who posts to a qp: a GPU's threads (the doorbell register mapped into the GPU) or a host thread
+/// (the register through the UAR's own host mapping; the queues must then be in host memory).
+enum class poster : std::uint8_t { gpu, host };
+
 /// Options of one QP.
 struct qp_options {
   std::uint32_t log_sq_depth = 10;  ///< WQEBBs, at most log2(max_sq_depth) and cmd_hca_cap.log_max_qp_sz
@@ -700,6 +784,7 @@ struct qp_options {
   std::uint32_t log_ncqe = 0;  ///< owner-bit CQs: log2 of the entries (collapsed CQs: the SQ's depth)
   std::uint32_t ring_step = 32;
   std::uint32_t mtu = 5;  ///< ibv_mtu value (5 = 4096 B), capped at both ports' active MTU
+  poster posted_by = poster::gpu;
 };
 
 /// One GPU-posted RC QP with its CQ (steps 5-12, 14). Construct, exchange local_info() with the
@@ -719,29 +804,12 @@ class qp {
   ~qp() { release(); }
 
   /// Step 11: what the peer needs to connect to this QP.
-  connection_info local_info() const {
-    connection_info c;
-    c.qpn = qpn_;
-    c.lid = dev_.port_attr().lid;
-    c.port = dev_.port();
-    c.link_layer = dev_.port_attr().ethernet ? link_layer_ethernet : link_layer_infiniband;
-    if (dev_.port_attr().ethernet) std::memcpy(c.gid, dev_.gid().gid, 16);
-    c.mtu = dev_.port_attr().active_mtu;
-    c.log_rra_max = static_cast<std::uint8_t>(log_rra_max());
-    return c;
-  }
+  connection_info local_info() const { return dev_.info_for(qpn_); }
 
   /// Step 12b/c: INIT -> RTR -> RTS against the peer's connection_info (IB or RoCE).
   void connect(connection_info const& peer) {
     bool const roce = dev_.port_attr().ethernet;
-    if (peer.link_layer != (roce ? link_layer_ethernet : link_layer_infiniband))
-      detail::fail("connect: QP " + detail::hex(qpn_) + " is on " + (roce ? "RoCE" : "InfiniBand") +
-                       " but the peer's QP " + detail::hex(peer.qpn) + " is not",
-                   "connect ports of the same link layer");
-    std::uint32_t const mtu = std::min({opt_.mtu, peer.mtu, dev_.port_attr().active_mtu});
-    if (mtu < 1 || mtu > 5)
-      detail::fail("connect: path MTU " + std::to_string(mtu) + " is no ibv_mtu value (1-5)",
-                   "check qp_options::mtu and the peer's connection_info");
+    std::uint32_t const mtu = dev_.path_mtu(qpn_, peer, opt_.mtu);
     device_caps const& caps = dev_.caps();
     device_options const& o = dev_.options();
     {  // INIT -> RTR
@@ -755,7 +823,7 @@ class qp {
       prm::set(in, prm::qpc_min_rnr_nak, 12);
       prm::set(in, prm::qpc_next_rcv_psn, 0);
       // What this QP answers; local_info() told the peer, which caps its log_sra_max by it.
-      prm::set(in, prm::qpc_log_rra_max, log_rra_max());
+      prm::set(in, prm::qpc_log_rra_max, dev_.ra_cap());
       prm::set(in, prm::ads_vhca_port_num, dev_.port());
       if (roce) {
         // grh stays 0 on RoCE (refs section 5: the bit is reserved there; every RoCE packet has a
@@ -765,8 +833,7 @@ class qp {
           detail::fail(
               "resolving the RoCE peer's MAC (ibv_create_ah) failed: " + detail::errno_text(e) + detail::said(be_),
               "check the GID index and that the peer's address is reachable (ping it)");
-        std::uint8_t const tclass =
-            o.dscp >= 0 ? static_cast<std::uint8_t>((o.dscp << 2) | (o.traffic_class & 3)) : o.traffic_class;
+        std::uint8_t const tclass = dev_.traffic_class();
         prm::set_bytes(in, prm::ads_rmac_bit, ah.rmac, 6);
         prm::set_bytes(in, prm::ads_rgid_rip_bit, peer.gid, 16);
         prm::set(in, prm::ads_hop_limit, 255);
@@ -792,7 +859,7 @@ class qp {
       prm::set(in, prm::in_opcode, prm::op_rtr2rts_qp);
       prm::set(in, prm::modify_qpn, qpn_);
       prm::set(in, prm::qpc_log_ack_req_freq, 0);
-      prm::set(in, prm::qpc_log_sra_max, std::min({ra_cap(), unsigned{peer.log_rra_max}}));
+      prm::set(in, prm::qpc_log_sra_max, std::min({dev_.ra_cap(), unsigned{peer.log_rra_max}}));
       prm::set(in, prm::qpc_next_send_psn, 0);
       prm::set(in, prm::qpc_retry_count, 7);
       prm::set(in, prm::qpc_rnr_retry, 7);
@@ -809,7 +876,7 @@ class qp {
     sq.log_depth = opt_.log_sq_depth;
     sq.qpn = qpn_;
     sq.dbrec = static_cast<std::uint32_t*>(qp_dbr_.ptr) + dbr_snd;
-    sq.doorbell = db_dev_;
+    sq.doorbell = doorbell_;
     sq.counters = static_cast<qp_counters*>(counters_.ptr);
     sq.cq = completion_queue{static_cast<cqe64*>(cq_.ptr), static_cast<std::uint32_t*>(cq_dbr_.ptr),
                              opt_.mode == cq_mode::collapsed ? 0 : opt_.log_ncqe, opt_.mode, cqn_};
@@ -831,15 +898,6 @@ class qp {
     std::size_t bytes = 0;
     umem_handle umem{};
   };
-
-  /// The read/atomic depth (log2) this QP uses either way: log_max_ra_req_qp and log_max_ra_res_qp
-  /// both cap it, since the PRM field names pair them with sra/rra one way and the kernel's mlx5
-  /// driver the other (qp.c caps max_dest_rd_atomic by log_max_ra_req_qp); 3-bit fields.
-  unsigned ra_cap() const noexcept {
-    return std::min({dev_.caps().log_max_ra_res_qp, dev_.caps().log_max_ra_req_qp, 7u});
-  }
-  /// log_rra_max this QP offers (the peer caps its log_sra_max by it).
-  unsigned log_rra_max() const noexcept { return ra_cap(); }
 
   /// Control memory for one object: `bytes` rounded up to 4 KiB, filled with `value`.
   void allocate(block& b, std::size_t bytes, unsigned char value, char const* what) {
@@ -902,6 +960,9 @@ class qp {
     if (collapsed && !caps.cq_oi)
       detail::fail("a collapsed CQ needs overrun-ignore, which" + on + " lacks (cmd_hca_cap.cq_oi = 0)",
                    "use qp_options::mode = cq_mode::owner_bit");
+    if (opt_.posted_by == poster::host && mem_.gpu())
+      detail::fail("a QP the host posts to needs its rings in memory the host writes, not " + std::string(mem_.name()),
+                   "give device_options::memory host memory (host_control_memory)");
 
     // ---- Step 5: control memory, one allocation per object (0xff marks CQEs invalid) ----------------
     allocate(ring_, std::size_t{wqebb_size} << opt_.log_sq_depth, 0, "SQ ring");
@@ -959,10 +1020,14 @@ class qp {
     if (!qp_uar_)
       detail::fail("alloc_uar for the SQ doorbell" + on +
                    " failed for NC_DEDICATED, BF and NC: " + detail::errno_text(e) + detail::said(be_));
-    // A BlueFlame register is 1 << log_bf_reg_size bytes (NVSHMEM maps all of it); NC registers 8.
-    std::size_t const reg_bytes = qp_uar_type_ == uar_type::blue_flame ? std::size_t{1} << caps.log_bf_reg_size : 8;
-    db_dev_ = dev_.map_doorbell(qp_uar_, reg_bytes);
-    db_mapped_ = true;
+    if (opt_.posted_by == poster::host) {
+      doorbell_ = static_cast<std::uint64_t*>(qp_uar_.reg_addr);  // the host rings through the UAR's own mapping
+    } else {
+      // A BlueFlame register is 1 << log_bf_reg_size bytes (NVSHMEM maps all of it); NC registers 8.
+      std::size_t const reg_bytes = qp_uar_type_ == uar_type::blue_flame ? std::size_t{1} << caps.log_bf_reg_size : 8;
+      doorbell_ = dev_.map_doorbell(qp_uar_, reg_bytes);
+      db_mapped_ = true;
+    }
 
     // ---- Steps 9 and 10: CREATE_QP on the ring and QP doorbell record UMEMs ------------------------------
     {
@@ -1054,9 +1119,145 @@ class qp {
   uar_handle cq_uar_{}, qp_uar_{};
   uar_type qp_uar_type_ = uar_type::nc;
   bool db_mapped_ = false;
-  std::uint64_t* db_dev_ = nullptr;
+  std::uint64_t* doorbell_ = nullptr;  ///< the GPU's mapping of the register, or the host's (poster::host)
   obj_handle cq_obj_{}, qp_obj_{};
   std::uint32_t cqn_ = 0, qpn_ = 0;
+};
+
+/// One RC QP a host thread posts to with verbs_gpu's builders (ProxyQueue's NIC backend), with an
+/// owner-bit CQ of its own, as many entries as the SQ has WQEBBs, so no completion is overwritten
+/// before it is polled. Construct, exchange local_info(), connect(), then post through send_queue()
+/// from one host thread.
+///
+/// Made with ordinary verbs where the backend has them (rdma-core; device_options::devx = false
+/// opens the device without DEVX): ibv_create_cq and ibv_create_qp, whose rings, doorbell records
+/// and doorbell register mlx5dv_init_obj exposes, connected with ibv_modify_qp. The firmware model
+/// has no ordinary verbs: there it is a qp (above) with its rings in the device's control memory,
+/// which must be host memory, and the host ringing the UAR's register itself (poster::host); the
+/// posting, polling and connection data are the same either way.
+class host_qp {
+ public:
+  host_qp(device& dev, std::uint32_t log_sq_depth) : dev_(dev) {
+    if (!dev.nic().native_verbs_qps()) {
+      qp_options o;
+      o.log_sq_depth = log_sq_depth;
+      o.mode = cq_mode::owner_bit;
+      o.log_ncqe = log_sq_depth;
+      o.posted_by = poster::host;
+      devx_ = std::make_unique<qp>(dev, o);
+      return;
+    }
+    backend& be = dev.nic();
+    int e = 0;
+    h_ = be.create_verbs_qp(dev.pd(), log_sq_depth, log_sq_depth, &e);
+    if (!h_)
+      detail::fail("ibv_create_cq + ibv_create_qp (RC, " + std::to_string(1u << log_sq_depth) + " send WRs) on " +
+                       dev.name() + " failed: " + detail::errno_text(e) + detail::said(be),
+                   "check `ulimit -l` (locked memory) and the device's QP limits");
+    try {
+      // What the builders and the poller assume of the rings rdma-core's provider made.
+      auto const power_of_two = [](std::uint32_t v) { return v != 0 && (v & (v - 1)) == 0; };
+      if (h_.sq_stride != wqebb_size || !power_of_two(h_.sq_wqebbs) || h_.sq_wqebbs < (1u << log_sq_depth) ||
+          h_.sq_wqebbs > max_sq_depth)
+        detail::fail("the provider's send queue has " + std::to_string(h_.sq_wqebbs) + " WQEBBs of " +
+                     std::to_string(h_.sq_stride) +
+                     " bytes; verbs_gpu posts 64-byte WQEBBs to a ring of a power "
+                     "of two, at least 2^" +
+                     std::to_string(log_sq_depth) + ", at most " + std::to_string(max_sq_depth));
+      if (h_.cqe_size != sizeof(cqe64) || !power_of_two(h_.cqe_count))
+        detail::fail("the provider's CQ has " + std::to_string(h_.cqe_count) + " entries of " +
+                         std::to_string(h_.cqe_size) + " bytes; verbs_gpu reads 64-byte CQEs",
+                     "unset MLX5_CQE_SIZE (or set it to 64)");
+      counters_ = std::make_unique<qp_counters>();
+      verbs_qp_step init;
+      init.state = verbs_qp_step::to::init;
+      init.port = dev.port();
+      init.pkey_index = dev.options().pkey_index;
+      init.access_flags = access::local_write | access::remote_write | access::remote_read | access::remote_atomic;
+      step(init, "RESET -> INIT");
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  host_qp(host_qp const&) = delete;
+  host_qp& operator=(host_qp const&) = delete;
+  ~host_qp() { release(); }
+
+  std::uint32_t qpn() const noexcept { return devx_ ? devx_->qpn() : h_.qpn; }
+  connection_info local_info() const { return devx_ ? devx_->local_info() : dev_.info_for(h_.qpn); }
+
+  /// INIT -> RTR -> RTS against the peer's connection_info (IB or RoCE), as qp::connect.
+  void connect(connection_info const& peer) {
+    if (devx_) {
+      devx_->connect(peer);
+      return;
+    }
+    bool const roce = dev_.port_attr().ethernet;
+    verbs_qp_step rtr;
+    rtr.state = verbs_qp_step::to::rtr;
+    rtr.port = dev_.port();
+    rtr.path_mtu = dev_.path_mtu(h_.qpn, peer, 5);
+    rtr.remote_qpn = peer.qpn;
+    rtr.responder_rd_atomic = static_cast<std::uint8_t>(1u << dev_.ra_cap());  // what local_info() offered
+    rtr.min_rnr_timer = 12;
+    rtr.sl = roce ? static_cast<std::uint8_t>(dev_.options().sl & 7u) : dev_.options().sl;
+    if (roce) {
+      rtr.global = true;  // every RoCE packet has a GRH; the provider resolves the MAC
+      std::memcpy(rtr.dgid, peer.gid, 16);
+      rtr.sgid_index = dev_.gid_index();
+      rtr.traffic_class = dev_.traffic_class();
+    } else {
+      rtr.dlid = peer.lid;
+    }
+    step(rtr, "INIT -> RTR (to QP " + detail::hex(peer.qpn) + ")");
+    verbs_qp_step rts;
+    rts.state = verbs_qp_step::to::rts;
+    rts.port = dev_.port();
+    rts.initiator_rd_atomic = static_cast<std::uint8_t>(1u << std::min(dev_.ra_cap(), unsigned{peer.log_rra_max}));
+    step(rts, "RTR -> RTS");
+  }
+
+  /// The view the host thread posts and polls through (valid after connect()).
+  verbs_gpu::send_queue send_queue() const noexcept {
+    if (devx_) return devx_->send_queue();
+    auto const log2 = [](std::uint32_t v) {
+      std::uint32_t l = 0;
+      while ((1u << l) < v) ++l;
+      return l;
+    };
+    verbs_gpu::send_queue sq{};
+    sq.ring = static_cast<std::byte*>(h_.sq);
+    sq.log_depth = log2(h_.sq_wqebbs);
+    sq.qpn = h_.qpn;
+    sq.dbrec = h_.dbrec + dbr_snd;
+    sq.doorbell = h_.doorbell;
+    sq.counters = counters_.get();
+    sq.cq = completion_queue{static_cast<cqe64*>(h_.cqes), h_.cq_dbrec, log2(h_.cqe_count), cq_mode::owner_bit, h_.cqn};
+    sq.scope = nic_scope::system;  // host memory, written by a host thread
+    return sq;
+  }
+
+ private:
+  void step(verbs_qp_step const& s, std::string const& what) {
+    if (int const e = dev_.nic().modify_verbs_qp(h_, s); e != 0)
+      detail::fail("ibv_modify_qp " + what + " of QP " + detail::hex(h_.qpn) + " on " + dev_.name() +
+                       " failed: " + detail::errno_text(e) + detail::said(dev_.nic()),
+                   "check the port, the peer's connection data and the device's read/atomic limits");
+  }
+  /// A QP rdma-core refuses to destroy may still be used by the NIC: then its counters are kept too.
+  void release() noexcept {
+    if (h_ && dev_.nic().destroy_verbs_qp(h_) != 0) {
+      dev_.keep_qp();
+      (void)counters_.release();
+    }
+    h_ = verbs_qp_handle{};
+  }
+
+  device& dev_;
+  std::unique_ptr<qp> devx_;               ///< the firmware model's way
+  verbs_qp_handle h_{};                    ///< rdma-core's way
+  std::unique_ptr<qp_counters> counters_;  ///< the posting counters (rdma-core's way; the qp has its own)
 };
 
 /// Step 11: exchanges connection_info through any allgather: `allgather(mine, all, bytes)` writes
