@@ -1,11 +1,17 @@
-// ProxyQueue's NIC backend on the host, against the NIC model with host memory for two PEs' heaps:
-// every command kind end to end (data, signals, every atomic on 32- and 64-bit words with the
-// fetched value), refusals, an error completion and the queue it leaves in error, and dropped
-// doorbells (the backend rings again). The expected values are computed here, not by the model.
+// ProxyQueue's NIC backend on the host, through the same set-up as in a world: the firmware model
+// under verbs_gpu's set-up (two modelled devices, a host_qp per peer, an MR per heap block, the
+// key table the backend looks keys up in), host memory for two PEs' heaps, each heap two blocks.
+// Every command kind end to end (data, signals, every atomic on 32- and 64-bit words with the
+// fetched value), refusals (outside the heap, across two blocks), an error completion and the
+// queue it leaves in error, and dropped doorbells (the backend rings again). The expected values
+// are computed here, not by the model.
 #include <catch2/catch.hpp>
 
 #include <gpucomm/transport/proxy_queue/detail/nic_backend.hpp>
+#include <gpucomm/verbs_gpu/host/setup.hpp>
+#include <gpucomm/verbs_gpu/model/nic_backend.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -17,60 +23,96 @@
 #include <thread>
 #include <vector>
 
+#include "verbs_gpu/model_devices.hpp"
+
 namespace {
 
 namespace vm = gpucomm::verbs_gpu::model;
+namespace vh = gpucomm::verbs_gpu::host;
 using gpucomm::atomic_op;
+using gpucomm::detail::heap_keys;
 using gpucomm::proxy_queue::command;
 using gpucomm::proxy_queue::command_op;
 
 constexpr std::size_t heap_bytes = 1 << 20;
+constexpr std::size_t block_bytes = heap_bytes / 2;  // two blocks, two regions, two keys
+constexpr std::uint32_t log_page = 12;
 constexpr std::uint32_t result_slots = 64;
 
 struct free_deleter {
   void operator()(void* p) const noexcept { std::free(p); }
 };
 
-/// Two PEs on one model: heaps and result slots in host memory, a backend each, connected.
+/// Two PEs, each with a modelled device of its own: heaps and result slots in host memory, a
+/// backend each, connected.
 struct two_pes {
-  vm::nic nic;
+  vm::firmware_fabric fabric;
+  vm::model_network net;
+  vh::host_control_memory memory;
+  std::unique_ptr<vm::nic_backend> nic[2];
+  std::unique_ptr<vh::device> dev[2];
   std::unique_ptr<unsigned char, free_deleter> heap[2];
   std::vector<std::uint64_t> results[2];
+  std::unique_ptr<vh::memory_region> blocks[2][2], results_mr[2];
+  std::vector<std::unique_ptr<vh::host_qp>> qps[2];  // [pe][peer]
+  std::vector<std::uint32_t> rows[2];                // each PE's key table
   gpucomm::detail::proxy_failures failures;
   std::unique_ptr<gpucomm::detail::nic_backend> backend[2];
   std::set<std::uint64_t> done[2];
 
-  explicit two_pes(vm::nic_config config = {}, std::uint32_t bad_rkey_of_pe1 = 0) : nic(config) {
-    std::vector<gpucomm::detail::nic_heap> heaps(2);
+  explicit two_pes(vm::nic_config config = {}, std::uint32_t bad_rkey_of_pe1 = 0)
+      : fabric({gpucomm_test::ib_device("mlx5_0", 1), gpucomm_test::ib_device("mlx5_1", 2)}), net(config) {
     for (int pe = 0; pe < 2; ++pe) {
       heap[pe].reset(static_cast<unsigned char*>(std::aligned_alloc(4096, heap_bytes)));
       std::memset(heap[pe].get(), 0, heap_bytes);
       results[pe].assign(result_slots + 1, 0);
-      std::uint32_t const pd = nic.alloc_pd();
-      vm::memory_key const h = nic.register_memory(pd, heap[pe].get(), heap_bytes, vm::all_access);
-      vm::memory_key const r = nic.register_memory(pd, results[pe].data(), results[pe].size() * 8, vm::local_write);
+      nic[pe] = std::make_unique<vm::nic_backend>(fabric, net, memory);
+      vh::device_options o;
+      o.name = pe == 0 ? "mlx5_0" : "mlx5_1";
+      dev[pe] = std::make_unique<vh::device>(*nic[pe], o);
+      for (int b = 0; b < 2; ++b)
+        blocks[pe][b] =
+            std::make_unique<vh::memory_region>(*dev[pe], heap[pe].get() + b * block_bytes, block_bytes, false);
+      results_mr[pe] = std::make_unique<vh::memory_region>(*dev[pe], results[pe].data(), results[pe].size() * 8, false,
+                                                           vh::access::local_write);
+      for (int peer = 0; peer < 2; ++peer)
+        qps[pe].push_back(std::make_unique<vh::host_qp>(*dev[pe], gpucomm::detail::nic_backend::log_depth));
+    }
+    for (int pe = 0; pe < 2; ++pe)
+      for (int peer = 0; peer < 2; ++peer) qps[pe][peer]->connect(qps[peer][pe]->local_info());
+    heap_keys shape;
+    shape.log_page = log_page;
+    shape.pages = heap_bytes >> log_page;
+    shape.row_words = 3;
+    for (int pe = 0; pe < 2; ++pe) {
+      rows[pe].assign(shape.pages * shape.row_words, heap_keys::none);
+      for (int b = 0; b < 2; ++b) {
+        std::uint32_t const rkey1 = bad_rkey_of_pe1 != 0 ? bad_rkey_of_pe1 : blocks[1][b]->rkey();
+        std::uint32_t const rkeys[2] = {gpucomm::verbs_gpu::to_be32(blocks[0][b]->rkey()),
+                                        gpucomm::verbs_gpu::to_be32(rkey1)};
+        heap_keys::fill_block(rows[pe].data() + (b * block_bytes >> log_page) * shape.row_words,
+                              block_bytes >> log_page, gpucomm::verbs_gpu::to_be32(blocks[pe][b]->lkey()), rkeys,
+                              shape.row_words);
+      }
       gpucomm::detail::nic_backend::placement at;
       at.pe = pe;
       at.npes = 2;
       at.slot = reinterpret_cast<std::uint64_t>(heap[pe].get());
       at.slot_bytes = heap_bytes;
-      at.heap_lkey = h.lkey;
+      at.keys = shape;
+      at.keys.rows = rows[pe].data();
+      at.bases = {reinterpret_cast<std::uint64_t>(heap[0].get()), reinterpret_cast<std::uint64_t>(heap[1].get())};
       at.results = results[pe].data();
-      at.results_lkey = r.lkey;
+      at.results_lkey = results_mr[pe]->lkey();
       at.result_slots = result_slots;
       at.paths = {3, 3};
-      backend[pe] = std::make_unique<gpucomm::detail::nic_backend>(nic, pd, std::move(at), failures);
-      heaps[static_cast<std::size_t>(pe)] = {reinterpret_cast<std::uint64_t>(heap[pe].get()), h.rkey, 0};
+      std::vector<gpucomm::verbs_gpu::send_queue> queues;
+      for (auto const& q : qps[pe]) queues.push_back(q->send_queue());
+      backend[pe] = std::make_unique<gpucomm::detail::nic_backend>(queues, std::move(at), failures);
     }
-    auto const q0 = backend[0]->qpns(), q1 = backend[1]->qpns();
-    nic.connect(q0[0], q0[0]);
-    nic.connect(q1[1], q1[1]);
-    nic.connect(q0[1], q1[0]);
-    if (bad_rkey_of_pe1 != 0) heaps[1].rkey = bad_rkey_of_pe1;
-    for (auto& b : backend) b->connect(heaps);
-    nic.start();
+    net.data_path().start();
   }
-  ~two_pes() { nic.stop(); }
+  ~two_pes() { net.data_path().stop(); }
 
   std::uint64_t addr(int pe, std::size_t offset) const {
     return reinterpret_cast<std::uint64_t>(heap[pe].get()) + offset;
@@ -251,6 +293,12 @@ TEST_CASE("ProxyQueue NIC backend: refuses what the NIC cannot reach, and record
       {make(command_op::put, 1, p.addr(0, 0), outside_addr, 64), "source is not in this PE's symmetric heap"},
       {make(command_op::put, 1, outside_addr, p.addr(0, 0), 64), "destination is not in this PE's symmetric heap"},
       {make(command_op::put, 1, p.addr(0, heap_bytes - 8), p.addr(0, 0), 64), "destination is not in this PE's"},
+      {make(command_op::put, 1, p.addr(0, block_bytes - 8), p.addr(0, 0), 64),
+       "destination is not in this PE's "
+       "symmetric heap, in one live allocation"},
+      {make(command_op::get, 1, p.addr(0, 0), p.addr(0, block_bytes - 8), 64),
+       "source is not in this PE's "
+       "symmetric heap, in one live allocation"},
       {make(command_op::get, 1, outside_addr, p.addr(0, 0), 64), "destination is not in this PE's symmetric heap"},
       {make(command_op::put, 2, p.addr(0, 0), p.addr(0, 0), 64), "target PE is outside the world"},
       {atomic, "not an aligned 4- or 8-byte word"},
@@ -324,7 +372,7 @@ TEST_CASE("ProxyQueue NIC backend: dropped and delayed doorbells, slow completio
   }
   for (std::uint64_t t = 20; t < 64; ++t) REQUIRE(p.wait(0, t));
   CHECK(std::memcmp(p.heap[1].get() + 8192, p.heap[0].get(), 4096) == 0);
-  CHECK(p.nic.stats().doorbells_dropped > 0);
+  CHECK(p.net.data_path().stats().doorbells_dropped > 0);
   std::uint64_t count = 0;
   CHECK_FALSE(p.failures.take(count).has_value());
 }

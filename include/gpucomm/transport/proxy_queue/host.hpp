@@ -30,9 +30,8 @@
 #include "../../host/world.hpp"
 #include "command_ring.cuh"
 #include "detail/copy_engine.hpp"
-#include "../../verbs_gpu/model/nic_model.hpp"
 #include "../detail/env_settings.hpp"
-#include "../detail/model_mesh.hpp"
+#include "../detail/nic_endpoints.hpp"
 #include "../detail/nic_select.hpp"
 #include "detail/failures.hpp"
 #include "detail/nic_backend.hpp"
@@ -80,7 +79,7 @@ class proxy_queue_host {
     if (!left.empty()) std::fprintf(stderr, "gpucomm: ProxyQueue teardown: %s\n", left.c_str());
     if (world_->one_process_per_gpu()) world_->bootstrap().barrier();
     threads_.clear();
-    if (nic_) nic_->stop();  // before the queues and registered memory it reads go (with locals_)
+    if (endpoints_) endpoints_->stop();  // the model, before the queues and registered memory it reads go
     std::uint64_t count = 0;
     if (auto const f = failures_.take(count)) std::fprintf(stderr, "%s\n", describe(*f, count).c_str());
   }
@@ -117,11 +116,26 @@ class proxy_queue_host {
 
   /// What the NIC backend's model did so far in this process (faults injected included); zeros
   /// when no peer goes through the NIC. For tests (the differential soak counts faults).
-  verbs_gpu::model::nic_stats model_stats() const { return nic_ ? nic_->stats() : verbs_gpu::model::nic_stats{}; }
+  verbs_gpu::model::nic_stats model_stats() const {
+    return endpoints_ ? endpoints_->model_stats() : verbs_gpu::model::nic_stats{};
+  }
+
+  /// world::allocate: with a NIC backend, every local PE's NIC registers the new block and learns
+  /// every PE's rkey of it (nic_endpoints); collective, undone everywhere when it fails anywhere.
+  void on_heap_block(std::size_t offset, std::size_t bytes) {
+    if (endpoints_) endpoints_->add_heap_block(offset, bytes);
+  }
+  /// world::deallocate, after on_deallocate drained the proxy: the block's regions go.
+  void on_heap_block_freed(std::size_t offset, std::size_t bytes) noexcept {
+    if (endpoints_) endpoints_->remove_heap_block(offset, bytes);
+  }
 
   /// world::synchronize(), after the streams: every command posted is complete; then the first
   /// failure recorded since the last call, thrown.
   void on_synchronize() const {
+    // Errors no completion carries (a CQ overrun, a QP in error, a port down) first: commands on
+    // such a queue may never complete.
+    if (endpoints_) endpoints_->check_async_events();
     std::string const left = drain(std::chrono::seconds(60));
     if (!left.empty()) {
       throw error("world::synchronize (ProxyQueue)", world_->local_pes().front(), left,
@@ -157,6 +171,8 @@ class proxy_queue_host {
     std::unique_ptr<std::uint8_t[], device_free<std::uint8_t>> paths;      // [peer], with a NIC backend
     std::unique_ptr<std::uint64_t[], device_free<std::uint64_t>> results;  // [slots + 1], with a NIC backend
     std::unique_ptr<std::uint32_t[], device_free<std::uint32_t>> claims;   // [slots], with a NIC backend
+    std::unique_ptr<verbs_gpu::host::memory_region> results_mr;            // after `results`: goes first
+    std::vector<std::unique_ptr<verbs_gpu::host::host_qp>> qps;            // [peer], with a NIC backend
     proxy_ring ring;
   };
 
@@ -222,53 +238,67 @@ class proxy_queue_host {
     return paths;
   }
 
-  /// The NIC backend of every local PE: the NIC model, the heap slot and result slots registered,
-  /// a QP to every PE, connected across the world; the device tables of paths and results.
+  /// The NIC backend of every local PE: its NIC opened (nic_endpoints: the firmware model, or rdma-core's
+  /// ordinary verbs on hardware), the heap's blocks and the result slots registered, a host-posted
+  /// QP to every PE, connected across the world; the device tables of paths and results.
   void set_up_nic(proxy_options const& options, int first) {
-    namespace vm = verbs_gpu::model;
     world& w = *world_;
-    nic_choice const choice =
+    nic_endpoints_config config;
+    config.who = "ProxyQueue";
+    config.fabric = "proxy";
+    config.docs = "docs/proxyqueue.md, \"The NIC backend\"";
+    config.option = "proxy_options::nic";
+    config.choice =
         resolve_nic_choice(options.nic, std::getenv("GPUCOMM_NIC"), first, "ProxyQueue", "proxy_options::nic");
-    if (choice != nic_choice::model) refuse_hardware(first);
-    vm::nic_config config;
-    config.fault = vm::faults_from(options.model_faults);
-    nic_ = std::make_unique<vm::nic>(config);
+    config.model_faults = options.model_faults;
+    config.posted_by = verbs_gpu::host::poster::host;
+    endpoints_ = std::make_unique<nic_endpoints>(w, config);
     auto const npes = static_cast<std::size_t>(w.npes());
     std::size_t const depth = std::size_t{1} << log_depth_;
-    std::vector<mesh_member> members;
-    for (auto& l : locals_) {
-      GPUCOMM_CUDA_CHECK(cudaSetDevice(l->ring.device), l->pe);
-      std::vector<std::uint8_t> const mine(paths_.begin() + static_cast<std::ptrdiff_t>(l->pe * npes),
-                                           paths_.begin() + static_cast<std::ptrdiff_t>((l->pe + 1) * npes));
-      l->paths = device_copy(mine, l->pe, l->ring.device);
-      // Result slots: as many as the ring has commands (more waiting callers wait for one), and
-      // one more word for the old values nobody reads.
-      l->results = device_copy(std::vector<std::uint64_t>(depth + 1, 0), l->pe, l->ring.device);
-      l->claims = device_copy(std::vector<std::uint32_t>(depth, 0), l->pe, l->ring.device);
-      std::uint32_t const pd = nic_->alloc_pd();
-      char* slot = w.heap_layout().base + static_cast<std::size_t>(l->pe) * w.heap_layout().stride;
-      vm::memory_key const heap =
-          nic_->register_memory(pd, slot, w.heap_layout().stride, vm::all_access, nullptr, l->ring.device);
-      vm::memory_key const results = nic_->register_memory(pd, l->results.get(), (depth + 1) * sizeof(std::uint64_t),
-                                                           vm::local_write, nullptr, l->ring.device);
-      nic_backend::placement at;
-      at.pe = l->pe;
-      at.npes = w.npes();
-      at.slot = reinterpret_cast<std::uint64_t>(slot);
-      at.slot_bytes = w.heap_layout().stride;
-      at.heap_lkey = heap.lkey;
-      at.results = l->results.get();
-      at.results_lkey = results.lkey;
-      at.result_slots = static_cast<std::uint32_t>(depth);
-      at.paths = mine;
-      l->ring.nic = std::make_unique<nic_backend>(*nic_, pd, std::move(at), failures_);
-      members.push_back({l->pe, {reinterpret_cast<std::uint64_t>(slot), heap.rkey, 0}, l->ring.nic->qpns()});
+    current_device_guard const keep;
+    try {
+      for (auto& e : endpoints_->endpoints()) {
+        local& l = local_of(e.pe);
+        GPUCOMM_CUDA_CHECK(cudaSetDevice(l.ring.device), l.pe);
+        std::vector<std::uint8_t> const mine(paths_.begin() + static_cast<std::ptrdiff_t>(l.pe * npes),
+                                             paths_.begin() + static_cast<std::ptrdiff_t>((l.pe + 1) * npes));
+        l.paths = device_copy(mine, l.pe, l.ring.device);
+        // Result slots: as many as the ring has commands (more waiting callers wait for one), and
+        // one more word for the old values nobody reads.
+        l.results = device_copy(std::vector<std::uint64_t>(depth + 1, 0), l.pe, l.ring.device);
+        l.claims = device_copy(std::vector<std::uint32_t>(depth, 0), l.pe, l.ring.device);
+        l.results_mr = std::make_unique<verbs_gpu::host::memory_region>(
+            *e.nic, l.results.get(), (depth + 1) * sizeof(std::uint64_t), true, verbs_gpu::host::access::local_write);
+        for (std::size_t peer = 0; peer < npes; ++peer)
+          l.qps.push_back(std::make_unique<verbs_gpu::host::host_qp>(*e.nic, nic_backend::log_depth));
+      }
+      endpoints_->connect(
+          1, [&](nic_endpoints::endpoint const& e) -> auto& { return local_of(e.pe).qps; });
+    } catch (verbs_gpu::host::setup_error const& e) {
+      throw nic_setup_failed(config, first, e);
     }
-    std::vector<nic_heap> const heaps = connect_model_mesh(w, *nic_, "proxy", members, 1);
-    for (auto& l : locals_) l->ring.nic->connect(heaps);
-    nic_->start();
-    // Every process's model serves before any kernel posts.
-    if (w.one_process_per_gpu()) w.bootstrap().barrier();
+    // The blocks allocated before this transport (gpucomm's control block at least); later ones
+    // come through world::allocate.
+    for (auto const& b : w.heap_blocks()) endpoints_->add_heap_block(b.offset, b.bytes);
+    for (auto& e : endpoints_->endpoints()) {
+      local& l = local_of(e.pe);
+      nic_backend::placement at;
+      at.pe = l.pe;
+      at.npes = w.npes();
+      at.slot = reinterpret_cast<std::uint64_t>(e.slot);
+      at.slot_bytes = w.heap_layout().stride;
+      at.keys = endpoints_->keys_of(e);
+      at.bases = endpoints_->bases();
+      at.results = l.results.get();
+      at.results_lkey = l.results_mr->lkey();
+      at.result_slots = static_cast<std::uint32_t>(depth);
+      at.paths.assign(paths_.begin() + static_cast<std::ptrdiff_t>(l.pe * npes),
+                      paths_.begin() + static_cast<std::ptrdiff_t>((l.pe + 1) * npes));
+      std::vector<verbs_gpu::send_queue> queues;
+      for (auto const& q : l.qps) queues.push_back(q->send_queue());
+      l.ring.nic = std::make_unique<nic_backend>(queues, std::move(at), failures_);
+    }
+    endpoints_->start();  // every process's NIC serves before any kernel posts
   }
 
   template <class T>
@@ -278,21 +308,6 @@ class proxy_queue_host {
     std::unique_ptr<T[], device_free<T>> owned(p, device_free<T>{device});
     GPUCOMM_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), pe);
     return owned;
-  }
-
-  [[noreturn]] void refuse_hardware(int pe) const {
-    char bus[32] = {};
-    GPUCOMM_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), world_->device(pe)), pe);
-    std::string const nic = closest_nic(bus);
-    throw error("world::comm<ProxyQueue>", pe,
-                "some PE is reached through a NIC (no peer access, or proxy_backends::nic), and a hardware NIC was "
-                "asked for (proxy_options::nic or GPUCOMM_NIC; " +
-                    (nic.empty() ? std::string("none is visible under /sys/class/infiniband")
-                                 : "the closest to GPU " + std::string(bus) + " is " + nic) +
-                    "), but this version of ProxyQueue's NIC backend drives only the software NIC model: posting "
-                    "through ordinary verbs on a real NIC is not written (docs/proxyqueue.md)",
-                "to test without a NIC set GPUCOMM_NIC=model (or proxy_options::nic = nic_choice::model); across "
-                "hosts use IBGDAPost; peers on this host with peer access need no NIC (proxy_backends::by_reach)");
   }
 
   /// Whether every local PE can have a stream per peer without the proxy's streams and the world's
@@ -312,8 +327,9 @@ class proxy_queue_host {
     return locals * (1 + world_->npes()) <= connections;
   }
 
-  local const& local_of(int pe) const {
-    for (auto const& l : locals_)
+  local const& local_of(int pe) const { return const_cast<proxy_queue_host*>(this)->local_of(pe); }
+  local& local_of(int pe) {
+    for (auto& l : locals_)
       if (l->pe == pe) return *l;
     throw error("world::comm<ProxyQueue>", pe, "PE " + std::to_string(pe) + " is not owned by this process",
                 "ask only for the PEs in local_pes()");
@@ -354,8 +370,8 @@ class proxy_queue_host {
   world* world_;
   unsigned log_depth_ = 10;
   mutable proxy_failures failures_;
-  std::vector<std::uint8_t> paths_;             // [from * npes + to]: proxy_path bits; empty: no NIC
-  std::unique_ptr<verbs_gpu::model::nic> nic_;  // the NIC backends' NIC (before locals_: outlives them)
+  std::vector<std::uint8_t> paths_;           // [from * npes + to]: proxy_path bits; empty: no NIC
+  std::unique_ptr<nic_endpoints> endpoints_;  // the NIC backends' NICs (before locals_: outlives their QPs, MRs)
   std::vector<std::unique_ptr<local>> locals_;
   std::vector<std::unique_ptr<proxy_thread>> threads_;  // after locals_: stopped before the rings go
 };

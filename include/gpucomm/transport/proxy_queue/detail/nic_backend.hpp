@@ -2,11 +2,13 @@
 // ProxyQueue's NIC backend: carries out one local PE's commands to the peers it reaches through a
 // NIC, and every signal and atomic on the memory of PEs that some PE reaches that way (their
 // atomicity domain is the NIC's). Host only; run by the PE's proxy thread, which alone posts to
-// and polls its queues. The NIC is the software model (verbs_gpu/model) in this version.
+// and polls its queues.
 //
-// One RC QP per peer (itself included: loopback), with its send queue, doorbell record, doorbell
-// word and CQ (owner-bit mode: the first error is never overwritten) in host memory. The proxy posts with verbs_gpu's
-// own send_queue and WQE builders, as a GPU thread of IBGDAPost does (send_queue.cuh is __host__ __device__):
+// One RC QP per peer (itself included: loopback), made by verbs_gpu's set-up as a host_qp
+// (setup.hpp): with ordinary verbs on a real mlx5 NIC (ibv_create_qp, its rings exposed by
+// mlx5dv_init_obj), on the firmware model in tests. Either way its CQ is in owner-bit mode (the
+// first error is never overwritten) and the proxy posts with verbs_gpu's own send_queue and WQE
+// builders, as a GPU thread of IBGDAPost does (send_queue.cuh is __host__ __device__):
 //   put         RDMA WRITEs of at most 1 GiB each, the last one signalled;
 //   get         RDMA READs, the same way;
 //   put_signal  the writes, then the signal update as an atomic WQE with the fence bit: the NIC
@@ -15,8 +17,10 @@
 //   atomic      the atomic WQE (transport/detail/nic_atomics.cuh); a fetching one's old value
 //               lands in the result slot its command names (one the posting thread holds until
 //               it has read it: state.hpp), the others' in a slot nobody reads.
-// Both local buffers and targets must lie in the PE's symmetric heap slot, which is all the NIC
-// has registered: anything else is refused and recorded, never posted.
+// Keys: every block of the symmetric heap is a memory region of its own (nic_endpoints.hpp); the
+// PE's key table in host memory (heap_keys.hpp) gives the block's lkey and every PE's rkey by heap
+// page. Local buffers and targets must lie in one live block of the PE's symmetric heap, which is
+// all the NIC has registered: anything else is refused and recorded, never posted.
 //
 // Completion: each command's last WQE asks for a CQE; a command is complete once the QP's
 // consumer index (send_queue.cuh, advanced from the CQ) passes it; RC completes in order. An
@@ -34,9 +38,8 @@
 #include <string>
 #include <vector>
 
-#include "../../../verbs_gpu/model/nic_model.hpp"
 #include "../../../verbs_gpu/send_queue.cuh"
-#include "../../detail/model_mesh.hpp"
+#include "../../detail/heap_keys.hpp"
 #include "../../detail/nic_atomics.cuh"
 #include "../../transport.hpp"
 #include "../command.cuh"
@@ -59,33 +62,22 @@ class nic_backend {
     int npes = 0;                      ///< PEs in the world
     std::uint64_t slot = 0;            ///< its heap slot, as commands name it and the NIC reaches it
     std::uint64_t slot_bytes = 0;      ///< the slot's size
-    std::uint32_t heap_lkey = 0;       ///< the slot's registration
+    heap_keys keys;                    ///< its key table (host memory): a block's lkey and every PE's rkey, by page
+    std::vector<std::uint64_t> bases;  ///< [pe]: where every PE's slot starts, as its NIC reaches it
     std::uint64_t* results = nullptr;  ///< [result_slots + 1]: result slots, then the discarded values' word
     std::uint32_t results_lkey = 0;    ///< their registration
     std::uint32_t result_slots = 0;    ///< slots a command may name
     std::vector<std::uint8_t> paths;   ///< [peer]: proxy_path bits
   };
 
-  /// Makes one QP per peer on `nic` in protection domain `pd`; connect() them before issue().
-  nic_backend(verbs_gpu::model::nic& nic, std::uint32_t pd, placement p, proxy_failures& failures)
+  /// Posts to `queues`, [peer]: host-posted RC QPs, connected, with owner-bit CQs.
+  nic_backend(std::vector<verbs_gpu::send_queue> const& queues, placement p, proxy_failures& failures)
       : at_(std::move(p)), failures_(&failures) {
-    for (int peer = 0; peer < at_.npes; ++peer) {
-      queues_.push_back(std::make_unique<queue>(nic, pd));
-    }
+    for (verbs_gpu::send_queue const& sq : queues) queues_.push_back(std::make_unique<queue>(sq));
   }
 
   nic_backend(nic_backend const&) = delete;
   nic_backend& operator=(nic_backend const&) = delete;
-
-  /// This PE's QP numbers, [peer], for connect_model_mesh.
-  std::vector<std::uint32_t> qpns() const {
-    std::vector<std::uint32_t> v;
-    for (auto const& q : queues_) v.push_back(q->qp.qpn());
-    return v;
-  }
-
-  /// Every PE's heap as the NIC reaches it ([pe]), once the QPs are connected.
-  void connect(std::vector<nic_heap> heaps) { heaps_ = std::move(heaps); }
 
   /// Whether command c is this backend's: data to a peer reached through the NIC, or a signal or
   /// atomic (the GPU does those itself where the NIC is not their domain).
@@ -103,14 +95,13 @@ class nic_backend {
     using proxy_queue::command_op;
     if (c.pe < 0 || c.pe >= at_.npes) return refuse(c, ticket, "its target PE is outside the world");
     queue& q = *queues_[static_cast<std::size_t>(c.pe)];
-    if (q.qp.sq().has_error()) return refuse(c, ticket, "the queue to this PE is in error since an earlier failure");
+    if (q.sq.has_error()) return refuse(c, ticket, "the queue to this PE is in error since an earlier failure");
     std::uint64_t last = 0;
     switch (c.op) {
       case command_op::put:
       case command_op::put_signal:
-        if (!in_slot(c.dst, c.bytes)) return refuse(c, ticket, "its destination is not in this PE's symmetric heap");
-        if (!in_slot(c.src, c.bytes))
-          return refuse(c, ticket, "its source is not in this PE's symmetric heap, which is all the NIC reaches");
+        if (!reachable(c.dst, c.bytes)) return refuse(c, ticket, not_in_heap("destination"));
+        if (!reachable(c.src, c.bytes)) return refuse(c, ticket, not_in_heap("source"));
         if (c.op == command_op::put_signal && !is_word(c.signal, 8))
           return refuse(c, ticket, "its signal word is not an aligned word of this PE's symmetric heap");
         if (c.bytes != 0 && !post_chunks(q, c, ticket, last, true)) return true;
@@ -118,9 +109,8 @@ class nic_backend {
         if (c.op == command_op::put && c.bytes == 0) return true;
         break;
       case command_op::get:
-        if (!in_slot(c.src, c.bytes)) return refuse(c, ticket, "its source is not in this PE's symmetric heap");
-        if (!in_slot(c.dst, c.bytes))
-          return refuse(c, ticket, "its destination is not in this PE's symmetric heap, which is all the NIC reaches");
+        if (!reachable(c.src, c.bytes)) return refuse(c, ticket, not_in_heap("source"));
+        if (!reachable(c.dst, c.bytes)) return refuse(c, ticket, not_in_heap("destination"));
         if (c.bytes == 0) return true;
         if (!post_chunks(q, c, ticket, last, false)) return true;
         break;
@@ -159,7 +149,7 @@ class nic_backend {
     for (std::size_t peer = 0; peer < queues_.size(); ++peer) {
       queue& q = *queues_[peer];
       if (q.pending.empty()) continue;
-      verbs_gpu::send_queue const& sq = q.qp.sq();
+      verbs_gpu::send_queue const& sq = q.sq;
       sq.poll();
       if (sq.has_error()) {
         fail_queue(q, static_cast<int>(peer), done);
@@ -191,11 +181,8 @@ class nic_backend {
     std::uint64_t bytes = 0;
   };
   struct queue {
-    // Owner-bit CQ with an entry per WQEBB: every CQE is kept until polled, so an error CQE is
-    // never overwritten by the flush errors after it (a collapsed CQ would keep only the last).
-    queue(verbs_gpu::model::nic& nic, std::uint32_t pd)
-        : qp(nic, pd, log_depth, verbs_gpu::cq_mode::owner_bit, log_depth) {}
-    verbs_gpu::model::host_queue_pair qp;
+    explicit queue(verbs_gpu::send_queue const& q) : sq(q) {}
+    verbs_gpu::send_queue sq;
     std::deque<pending_command> pending;  // posted, not yet complete, in order
     std::chrono::steady_clock::time_point since{};
   };
@@ -204,17 +191,35 @@ class nic_backend {
     return address >= at_.slot && address - at_.slot <= at_.slot_bytes &&
            bytes <= at_.slot_bytes - (address - at_.slot);
   }
+  /// The lkey (wire order) of the one live heap block holding all of [address, address + bytes),
+  /// or heap_keys::none.
+  std::uint32_t block_lkey(std::uint64_t address, std::uint64_t bytes) const {
+    if (!in_slot(address, bytes)) return heap_keys::none;
+    std::uint64_t const first = address - at_.slot, last = first + (bytes == 0 ? 0 : bytes - 1);
+    std::uint32_t const key = at_.keys.lkey_wire(first);
+    // Different blocks are different regions with different keys.
+    return at_.keys.lkey_wire(last) == key ? key : heap_keys::none;
+  }
+  /// Whether the NIC reaches [address, address + bytes): one live block (nothing, for 0 bytes, but
+  /// the address must still be the heap's).
+  bool reachable(std::uint64_t address, std::uint64_t bytes) const {
+    return bytes == 0 ? in_slot(address, 0) : block_lkey(address, bytes) != heap_keys::none;
+  }
   bool is_word(std::uint64_t address, std::uint64_t bytes) const {
-    return address % bytes == 0 && in_slot(address, bytes);
+    return address % bytes == 0 && reachable(address, bytes);
+  }
+  static std::string not_in_heap(char const* what) {
+    return std::string("its ") + what +
+           " is not in this PE's symmetric heap, in one live allocation: that is all the NIC reaches";
   }
 
   /// The peer's copy of this PE's heap address `address`.
   verbs_gpu::remote_buf remote(int peer, std::uint64_t address) const {
-    nic_heap const& h = heaps_[static_cast<std::size_t>(peer)];
-    return {h.base + (address - at_.slot), h.rkey, false};
+    std::uint64_t const offset = address - at_.slot;
+    return {at_.bases[static_cast<std::size_t>(peer)] + offset, at_.keys.rkey_wire(offset, peer), true};
   }
   verbs_gpu::local_buf local(std::uint64_t address, std::uint32_t bytes) const {
-    return {address, bytes, at_.heap_lkey, false};
+    return {address, bytes, at_.keys.lkey_wire(address - at_.slot), true};
   }
   bool is_result_slot(std::uint64_t address) const {
     auto const first = reinterpret_cast<std::uint64_t>(at_.results);
@@ -230,7 +235,7 @@ class nic_backend {
   /// takes; the last one's index goes to `last`.
   bool post_chunks(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last, bool write) {
     std::uint64_t const chunks = (c.bytes + max_message_bytes - 1) / max_message_bytes;
-    std::uint64_t const per_batch = q.qp.sq().depth() / 4;
+    std::uint64_t const per_batch = q.sq.depth() / 4;
     for (std::uint64_t first = 0; first < chunks; first += per_batch) {
       auto const n = static_cast<std::uint32_t>(chunks - first < per_batch ? chunks - first : per_batch);
       auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t i) {
@@ -241,7 +246,7 @@ class nic_backend {
         return verbs_gpu::build_rdma_read(s, local(c.dst + at, len), remote(c.pe, c.src + at));
       };
       if (!posted(q, c, ticket,
-                  q.qp.sq().post(verbs_gpu::detail::one_thread{}, 1, n, build, verbs_gpu::post_flags::none, &last))) {
+                  q.sq.post(verbs_gpu::detail::one_thread{}, 1, n, build, verbs_gpu::post_flags::none, &last))) {
         return false;
       }
       last += n - 1;  // post() gave the batch's first WQE
@@ -255,8 +260,8 @@ class nic_backend {
       return build_nic_signal(op, s, result_at(0, 8), remote(c.pe, c.signal), c.value);
     };
     return posted(q, c, ticket,
-                  q.qp.sq().post(verbs_gpu::detail::one_thread{}, nic_signal_wqebbs(op), 1, build,
-                                 verbs_gpu::post_flags::fence, &last));
+                  q.sq.post(verbs_gpu::detail::one_thread{}, nic_signal_wqebbs(op), 1, build,
+                            verbs_gpu::post_flags::fence, &last));
   }
 
   bool post_atomic(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last) {
@@ -270,8 +275,8 @@ class nic_backend {
                                              static_cast<std::uint32_t>(c.aux));
     };
     return posted(q, c, ticket,
-                  q.qp.sq().post(verbs_gpu::detail::one_thread{}, nic_atomic_wqebbs(op, bytes), 1, build,
-                                 verbs_gpu::post_flags::none, &last));
+                  q.sq.post(verbs_gpu::detail::one_thread{}, nic_atomic_wqebbs(op, bytes), 1, build,
+                            verbs_gpu::post_flags::none, &last));
   }
 
   /// Whether a post went through; if not, the command is recorded as failed.
@@ -294,7 +299,7 @@ class nic_backend {
   /// q went to error: the commands before the failed WQE completed, the others failed.
   template <class Done>
   void fail_queue(queue& q, int peer, Done&& done) {
-    verbs_gpu::send_queue const& sq = q.qp.sq();
+    verbs_gpu::send_queue const& sq = q.sq;
     verbs_gpu::cq_error const e = sq.last_error();
     // Relaxed: only this thread posts, so producer is its own.
     std::uint64_t const failed = verbs_gpu::widen_wqe_counter(
@@ -313,12 +318,12 @@ class nic_backend {
   }
 
   static std::string error_text(queue& q) {
-    verbs_gpu::cq_error const e = q.qp.sq().last_error();
+    verbs_gpu::cq_error const e = q.sq.last_error();
     return std::string(e.wqe_opcode_str()) + " completed with " + e.opcode_str() + ", syndrome " + e.syndrome_str();
   }
 
-  bool refuse(proxy_queue::command const& c, std::uint64_t ticket, char const* why) {
-    fail(c, ticket, std::string("refused: ") + why);
+  bool refuse(proxy_queue::command const& c, std::uint64_t ticket, std::string const& why) {
+    fail(c, ticket, "refused: " + why);
     return true;
   }
   void fail(proxy_queue::command const& c, std::uint64_t ticket, std::string const& why) {
@@ -328,7 +333,6 @@ class nic_backend {
   placement at_;
   proxy_failures* failures_;
   std::vector<std::unique_ptr<queue>> queues_;  // [peer]
-  std::vector<nic_heap> heaps_;                 // [pe]
 };
 
 }  // namespace gpucomm::detail
