@@ -75,61 +75,10 @@ class rdma_core_backend final : public backend {
     ibv_free_device_list(list);
     return out;
   }
-  int open(std::string const& device_name) override {
-    begin_call();
-    if (ctx_ != nullptr) return EBUSY;
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    if (list == nullptr) return errno != 0 ? errno : ENODEV;
-    int rc = ENODEV;
-    for (int i = 0; i < n; ++i) {
-      if (device_name != ibv_get_device_name(list[i])) continue;
-      if (!mlx5dv_is_supported(list[i])) {
-        rc = EOPNOTSUPP;
-        break;
-      }
-      mlx5dv_context_attr attr{};
-      attr.flags = MLX5DV_CONTEXT_FLAGS_DEVX;
-      ctx_ = mlx5dv_open_device(list[i], &attr);
-      rc = ctx_ != nullptr ? 0 : errno_or(EIO);
-      if (ctx_ != nullptr) {
-        name_ = device_name;
-        open_event_channels();
-      }
-      break;
-    }
-    ibv_free_device_list(list);
-    return rc;
-  }
+  int open(std::string const& device_name) override { return open_named(device_name, true); }
   /// ibv_open_device: no DEVX, for ordinary-verbs QPs only (create_verbs_qp). mlx5 devices only:
   /// the host posts with verbs_gpu's mlx5 WQE builders (mlx5dv_init_obj exposes the rings).
-  int open_verbs(std::string const& device_name) override {
-    begin_call();
-    if (ctx_ != nullptr) return EBUSY;
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    if (list == nullptr) return errno != 0 ? errno : ENODEV;
-    int rc = ENODEV;
-    for (int i = 0; i < n; ++i) {
-      if (device_name != ibv_get_device_name(list[i])) continue;
-      if (!mlx5dv_is_supported(list[i])) {
-        diag_ =
-            "posting with verbs_gpu's WQE builders needs an mlx5 device; ibv_post_send for other NICs is not "
-            "written";
-        rc = EOPNOTSUPP;
-        break;
-      }
-      ctx_ = ibv_open_device(list[i]);
-      rc = ctx_ != nullptr ? 0 : errno_or(EIO);
-      if (ctx_ != nullptr) {
-        name_ = device_name;
-        open_event_channels();  // the DEVX channel fails without DEVX; the verbs events remain
-      }
-      break;
-    }
-    ibv_free_device_list(list);
-    return rc;
-  }
+  int open_verbs(std::string const& device_name) override { return open_named(device_name, false); }
   int query_port(std::uint8_t port, port_info* out) override {
     begin_call();
     ibv_port_attr a{};
@@ -527,6 +476,39 @@ class rdma_core_backend final : public backend {
   }
 
  private:
+  /// Opens `device_name`: with DEVX (mlx5dv_open_device) or as an ordinary verbs context.
+  int open_named(std::string const& device_name, bool devx) {
+    begin_call();
+    if (ctx_ != nullptr) return EBUSY;
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    if (list == nullptr) return errno != 0 ? errno : ENODEV;
+    int rc = ENODEV;
+    for (int i = 0; i < n; ++i) {
+      if (device_name != ibv_get_device_name(list[i])) continue;
+      if (!mlx5dv_is_supported(list[i])) {
+        diag_ = "verbs_gpu's WQE builders need an mlx5 device; ibv_post_send for other NICs is not written";
+        rc = EOPNOTSUPP;
+        break;
+      }
+      if (devx) {
+        mlx5dv_context_attr attr{};
+        attr.flags = MLX5DV_CONTEXT_FLAGS_DEVX;
+        ctx_ = mlx5dv_open_device(list[i], &attr);
+      } else {
+        ctx_ = ibv_open_device(list[i]);
+      }
+      rc = ctx_ != nullptr ? 0 : errno_or(EIO);
+      if (ctx_ != nullptr) {
+        name_ = device_name;
+        open_event_channels();  // without DEVX the DEVX channel fails; the verbs events remain
+      }
+      break;
+    }
+    ibv_free_device_list(list);
+    return rc;
+  }
+
   /// The context's async descriptor made non-blocking, and a DEVX event channel (non-blocking too)
   /// for the errors of the CQs and QPs obj_create makes. Without the channel (a kernel older than
   /// DEVX events) those errors still show in the completions; only their events are missed.
