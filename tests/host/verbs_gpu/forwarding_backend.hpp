@@ -63,6 +63,17 @@ class forwarding_backend : public gpucomm::verbs_gpu::host::backend {
   }
   void unmap_doorbell(gpucomm::verbs_gpu::host::uar_handle u) override { inner_->unmap_doorbell(u); }
   std::vector<gpucomm::verbs_gpu::host::async_event> async_events() override { return inner_->async_events(); }
+  bool native_verbs_qps() const noexcept override { return inner_->native_verbs_qps(); }
+  int open_verbs(std::string const& n) override { return inner_->open_verbs(n); }
+  gpucomm::verbs_gpu::host::verbs_qp_handle create_verbs_qp(gpucomm::verbs_gpu::host::pd_handle pd, std::uint32_t sq,
+                                                            std::uint32_t cqes, int* e) override {
+    return inner_->create_verbs_qp(pd, sq, cqes, e);
+  }
+  int modify_verbs_qp(gpucomm::verbs_gpu::host::verbs_qp_handle const& qp,
+                      gpucomm::verbs_gpu::host::verbs_qp_step const& step) override {
+    return inner_->modify_verbs_qp(qp, step);
+  }
+  int destroy_verbs_qp(gpucomm::verbs_gpu::host::verbs_qp_handle qp) override { return inner_->destroy_verbs_qp(qp); }
 
  private:
   backend* inner_;
