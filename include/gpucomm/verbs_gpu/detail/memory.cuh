@@ -52,12 +52,17 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE void fence_release(nic_scope s) noexcept {
 
 /// Host side of a doorbell: the CPU's ordering of its stores to normal memory (WQEs, doorbell
 /// record) before a store to device memory (the UAR register), and the flush of a write-combining
-/// mapping after it. rdma-core's mlx5 provider does the same with its udma barriers: x86 orders a
-/// device store after earlier stores already, and `sfence` empties the write-combining buffer of a
-/// BlueFlame register; AArch64 needs `dsb st` before the store (dmb orders normal memory only) and
-/// after it. On the model's doorbell page (normal memory) they cost a few cycles.
+/// mapping after it, as rdma-core's mlx5 provider does with its udma barriers (post_send_db:
+/// mmio_wc_start before the doorbell, mmio_flush_writes after). The provider maps the register
+/// write-combining where the system allows, and a store to write-combining memory may become
+/// visible before earlier stores to normal memory: x86 needs `sfence` before it (mmio_wc_start is
+/// sfence there) and after it (to empty the write-combining buffer); AArch64 needs `dsb st` on both
+/// sides (dmb orders normal memory only). On the model's doorbell page (normal memory) they cost a
+/// few cycles.
 inline void host_store_to_device_barrier() noexcept {
-#if defined(__aarch64__)
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("sfence" ::: "memory");
+#elif defined(__aarch64__)
   asm volatile("dsb st" ::: "memory");
 #else
   asm volatile("" ::: "memory");
