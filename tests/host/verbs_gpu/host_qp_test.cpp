@@ -1,16 +1,19 @@
 // host_qp's ordinary-verbs branch (setup.hpp), which rdma-core takes on hardware, against a backend
-// that answers the ordinary-verbs calls as mlx5's provider would (rings of its own, CQEs
-// initialised INVALID with owner 0) over the firmware model for everything else: the device opens
+// that answers the ordinary-verbs calls as mlx5's provider would (rings of its own, sized as the
+// provider sizes them, CQEs initialised INVALID with owner 0) over the firmware model for
+// everything else: the device opens
 // without DEVX and sends no firmware command; the provider's rings become the send queue the proxy
 // posts to; INIT, RTR and RTS carry the port, access, path and read/atomic depths, on InfiniBand
 // and RoCE; a posted WQE rings the doorbell with the 8 bytes NVSHMEM and DOCA synthesize, and a CQE
-// written as the NIC writes it completes it; rings the builders cannot use are
-// refused. What the real provider and NIC do is not here: this machine has no NIC.
+// written as the NIC writes it completes it; the CQ has an entry for every WQEBB of the ring;
+// rings the builders cannot use are refused; port options are checked without DEVX. What the real
+// provider and NIC do is not here: this machine has no NIC.
 #include <catch2/catch.hpp>
 
 #include <gpucomm/verbs_gpu/host/setup.hpp>
 #include <gpucomm/verbs_gpu/model/nic_backend.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -45,25 +48,38 @@ class provider_rings final : public forwarding_backend {
     ++firmware_commands;
     return forwarding_backend::general_cmd(in, ib, out, ob);
   }
-  vh::verbs_qp_handle create_verbs_qp(vh::pd_handle, std::uint32_t log_sq, std::uint32_t log_cqes, int*) override {
-    asked_sq = log_sq;
+  vh::verbs_qp_handle create_verbs_qp(vh::pd_handle, std::uint32_t log_wrs, std::uint32_t log_cqes, int*) override {
+    ++created;
+    asked_sq = log_wrs;
     asked_cqes = log_cqes;
-    // The provider rounds the ring up (here to twice the WQEBBs asked for) and marks every CQE
-    // invalid with owner bit 0 (op_own = MLX5_CQE_INVALID << 4).
-    sq.assign(std::size_t{stride} << (log_sq + 1), std::byte{0});
-    cq.assign(std::size_t{cqe_size} << log_cqes, 0);
-    for (std::size_t i = 0; i < (std::size_t{1} << log_cqes); ++i) cq[i * cqe_size + 63] = 0xf0;
+    // Sized as mlx5's provider sizes them (providers/mlx5/verbs.c): the send queue reserves
+    // wqe_bytes for every work request and rounds up to a power of two (mlx5_calc_sq_size:
+    // roundup_pow_of_two(max_send_wr * wqe_size) / MLX5_SEND_WQE_BB), 256 bytes for an RC QP with
+    // the default send operations; the CQ holds the entries asked for plus one, rounded up
+    // (align_queue_size(cqe + 1)), at most max_cq_entries. Every CQE starts invalid with owner
+    // bit 0 (op_own = MLX5_CQE_INVALID << 4).
+    auto const pow2_at_least = [](std::uint64_t v) {
+      std::uint64_t p = 1;
+      while (p < v) p <<= 1;
+      return p;
+    };
+    auto const wqebbs = static_cast<std::uint32_t>(pow2_at_least((std::uint64_t{1} << log_wrs) * wqe_bytes) / 64);
+    auto const cqes = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>(pow2_at_least((std::uint64_t{1} << log_cqes) + 1), max_cq_entries));
+    sq.assign(std::size_t{stride} * wqebbs, std::byte{0});
+    cq.assign(std::size_t{cqe_size} * cqes, 0);
+    for (std::size_t i = 0; i < cqes; ++i) cq[i * cqe_size + 63] = 0xf0;
     vh::verbs_qp_handle h;
     h.impl = this;
     h.qpn = 0x1a2b;
     h.cqn = 0x3c;
     h.sq = sq.data();
-    h.sq_wqebbs = 2u << log_sq;
+    h.sq_wqebbs = wqebbs;
     h.sq_stride = stride;
     h.dbrec = dbrec;
     h.doorbell = &doorbell;
     h.cqes = cq.data();
-    h.cqe_count = 1u << log_cqes;
+    h.cqe_count = cqes;
     h.cqe_size = cqe_size;
     h.cq_dbrec = cq_dbrec;
     return h;
@@ -78,7 +94,9 @@ class provider_rings final : public forwarding_backend {
   }
 
   std::uint32_t stride = 64, cqe_size = 64;
-  int devx_opens = 0, verbs_opens = 0, firmware_commands = 0, destroyed = 0;
+  std::uint64_t wqe_bytes = 256;                          // the provider's reservation per work request
+  std::uint64_t max_cq_entries = std::uint64_t{1} << 22;  // the device's CQ size limit
+  int devx_opens = 0, verbs_opens = 0, firmware_commands = 0, created = 0, destroyed = 0;
   std::uint32_t asked_sq = 0, asked_cqes = 0;
   std::vector<std::byte> sq;
   std::vector<unsigned char> cq;
@@ -116,7 +134,10 @@ TEST_CASE("host_qp with ordinary verbs: the provider's rings, INIT/RTR/RTS, a po
   {
     vh::host_qp q(dev, 6);
     CHECK(m.be.asked_sq == 6);
-    CHECK(m.be.asked_cqes == 6);
+    // 64 work requests take 256 WQEBBs of 64 bytes; the CQ asked for 256 entries (4 per work
+    // request), which the provider makes 512.
+    CHECK(m.be.asked_cqes == 8);
+    CHECK(m.be.created == 1);
     REQUIRE(m.be.steps.size() == 1);
     vh::verbs_qp_step const& init = m.be.steps[0];
     CHECK(init.state == vh::verbs_qp_step::to::init);
@@ -127,13 +148,13 @@ TEST_CASE("host_qp with ordinary verbs: the provider's rings, INIT/RTR/RTS, a po
 
     vg::send_queue const sq = q.send_queue();
     CHECK(sq.ring == m.be.sq.data());
-    CHECK(sq.log_depth == 7);  // the ring the provider made, not the depth asked for
+    CHECK(sq.log_depth == 8);  // the ring the provider made (256 WQEBBs), not the depth asked for
     CHECK(sq.qpn == 0x1a2b);
     CHECK(sq.dbrec == m.be.dbrec + 1);  // the send half of the QP's doorbell record
     CHECK(sq.doorbell == &m.be.doorbell);
     CHECK(static_cast<void*>(sq.cq.cqes) == m.be.cq.data());
     CHECK(sq.cq.dbrec == m.be.cq_dbrec);
-    CHECK(sq.cq.log_ncqe == 6);
+    CHECK(sq.cq.log_ncqe == 9);  // at least an entry per WQEBB
     CHECK(sq.cq.mode == vg::cq_mode::owner_bit);
     CHECK(sq.cq.cqn == 0x3c);
     CHECK(sq.scope == vg::nic_scope::system);
@@ -156,10 +177,10 @@ TEST_CASE("host_qp with ordinary verbs: the provider's rings, INIT/RTR/RTS, a po
     CHECK(rtr.remote_qpn == 0x77);
     CHECK(rtr.dlid == 9);
     CHECK_FALSE(rtr.global);
-    CHECK(rtr.responder_rd_atomic == (1u << dev.ra_cap()));  // what local_info offered
+    CHECK(rtr.responder_rd_atomic == 16);  // what local_info offered: the model's 16 (ibv_query_device)
     vh::verbs_qp_step const& rts = m.be.steps[2];
     CHECK(rts.state == vh::verbs_qp_step::to::rts);
-    CHECK(rts.initiator_rd_atomic == (1u << std::min(dev.ra_cap(), 1u)));  // the peer answers 2^1
+    CHECK(rts.initiator_rd_atomic == 2);  // the peer answers 2^1
 
     // A NOP from the host: the record says 1 (the next free WQEBB), the control segment names the
     // QP (bytes 4-6, big-endian), and the doorbell is the 8 bytes the GPU libraries synthesize
@@ -216,4 +237,65 @@ TEST_CASE("host_qp with ordinary verbs: rings the builders cannot use are refuse
   m.be.cqe_size = 128;
   CHECK_THROWS_WITH(vh::host_qp(dev, 5), Contains("MLX5_CQE_SIZE"));
   CHECK(m.be.destroyed == 2);
+}
+
+// The CQ must have an entry for every WQEBB of the ring the provider made: a ring of more than 4
+// WQEBBs per work request (the mlx5 provider's RC WQE grew) gets its QP made again with a CQ of
+// the ring's size; a device whose CQs cannot be that large is refused, not left to overrun.
+TEST_CASE("host_qp with ordinary verbs: a CQ with an entry for every WQEBB of the provider's ring",
+          "[verbs][host][host_qp]") {
+  model_device m(gpucomm_test::ib_device("mlx5_0", 1));
+  vh::device dev(m.be, without_devx());
+  SECTION("a larger WQE reservation: made again with a larger CQ") {
+    m.be.wqe_bytes = 1024;  // 16 WQEBBs per work request: 512 for 32, more than the 256 CQEs of the first try
+    vh::host_qp q(dev, 5);
+    CHECK(m.be.created == 2);
+    CHECK(m.be.destroyed == 1);
+    CHECK(m.be.asked_cqes == 9);  // the ring's 512 WQEBBs
+    vg::send_queue const sq = q.send_queue();
+    CHECK(sq.log_depth == 9);
+    CHECK(sq.cq.log_ncqe == 10);
+  }
+  SECTION("a device whose CQs are smaller than the ring") {
+    m.be.max_cq_entries = 64;
+    CHECK_THROWS_WITH(vh::host_qp(dev, 5),
+                      Contains("64 entries for a send queue of 128 WQEBBs") && Contains("overwritten"));
+    CHECK(m.be.created == 2);
+    CHECK(m.be.destroyed == 2);  // both tries released
+  }
+}
+
+// The port options are checked before any QP is made, without DEVX too (their check used to
+// follow the DEVX capabilities only, so a wrong one reached ibv_modify_qp as a bare EINVAL).
+TEST_CASE("device without DEVX: out-of-range port options are refused with their name", "[verbs][host][host_qp]") {
+  // A device whose set-up failed leaves its backend's context open: a fresh model device each time.
+  auto const refusal = [](vm::firmware_config c, auto set) {
+    model_device m(std::move(c));
+    vh::device_options o = without_devx();
+    set(o);
+    std::string what = "(no error)";
+    try {
+      vh::device d(m.be, o);
+    } catch (vh::setup_error const& e) {
+      what = e.what();
+    }
+    CHECK(m.be.verbs_opens == 1);
+    CHECK(m.be.firmware_commands == 0);
+    return what;
+  };
+  auto const ib = [] { return gpucomm_test::ib_device("mlx5_0", 1); };
+  auto const roce = [] { return gpucomm_test::roce_device("mlx5_0", 0x0a000001); };
+  // The model's InfiniBand port has a P_Key table of 128 entries, its RoCE port one.
+  CHECK_THAT(refusal(ib(), [](vh::device_options& o) { o.pkey_index = 128; }),
+             Contains("pkey_index = 128") && Contains("128-entry P_Key table"));
+  CHECK_THAT(refusal(roce(), [](vh::device_options& o) { o.pkey_index = 1; }),
+             Contains("pkey_index = 1") && Contains("1-entry P_Key table"));
+  CHECK_THAT(refusal(ib(), [](vh::device_options& o) { o.sl = 16; }), Contains("sl = 16") && Contains("0-15"));
+  CHECK_THAT(refusal(roce(), [](vh::device_options& o) { o.sl = 8; }), Contains("Ethernet priority, 0-7"));
+  CHECK_THAT(refusal(roce(), [](vh::device_options& o) { o.dscp = 64; }), Contains("dscp = 64"));
+  // In range, the same device opens.
+  CHECK(refusal(ib(), [](vh::device_options& o) {
+          o.pkey_index = 127;
+          o.sl = 15;
+        }) == "(no error)");
 }

@@ -45,6 +45,123 @@ TEST_CASE("verbs_gpu PRM command fields land where DEVX_SET puts them", "[verbs]
   }
 }
 
+// What rdma_core_backend hands ibv_modify_qp for host_qp's three steps: the attribute masks are
+// the sets ibv_modify_qp(3) lists as required for an RC QP (the same rdma-core's rc_pingpong and
+// pyverbs pass), written out here from the man page's table; every value lands in its field.
+TEST_CASE("rdma_core_backend: ibv_modify_qp's attributes and masks for RESET -> INIT -> RTR -> RTS",
+          "[verbs][host][host_qp]") {
+  namespace vh = gpucomm::verbs_gpu::host;
+  ibv_qp_attr a;
+  std::memset(&a, 0xa5, sizeof a);  // poisoned: every field the step does not set must be cleared
+  vh::verbs_qp_step init;
+  init.state = vh::verbs_qp_step::to::init;
+  init.port = 2;
+  init.pkey_index = 3;
+  init.access_flags =
+      vh::access::local_write | vh::access::remote_write | vh::access::remote_read | vh::access::remote_atomic;
+  CHECK(vh::verbs_qp_attributes(init, a) == (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS));
+  CHECK(a.qp_state == IBV_QPS_INIT);
+  CHECK(a.port_num == 2);
+  CHECK(a.pkey_index == 3);
+  CHECK(a.qp_access_flags ==
+        unsigned{IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC});
+  CHECK(a.dest_qp_num == 0);
+
+  vh::verbs_qp_step rtr;
+  rtr.state = vh::verbs_qp_step::to::rtr;
+  rtr.port = 1;
+  rtr.path_mtu = 5;
+  rtr.remote_qpn = 0xabcde;
+  rtr.responder_rd_atomic = 16;
+  rtr.min_rnr_timer = 12;
+  rtr.dlid = 0x1234;
+  rtr.sl = 9;
+  std::memset(&a, 0xa5, sizeof a);
+  int const rtr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  CHECK(vh::verbs_qp_attributes(rtr, a) == rtr_mask);
+  CHECK(a.qp_state == IBV_QPS_RTR);
+  CHECK(a.path_mtu == IBV_MTU_4096);
+  CHECK(a.dest_qp_num == 0xabcdeu);
+  CHECK(a.rq_psn == 0);
+  CHECK(a.max_dest_rd_atomic == 16);
+  CHECK(a.min_rnr_timer == 12);
+  CHECK(a.ah_attr.dlid == 0x1234);
+  CHECK(a.ah_attr.sl == 9);
+  CHECK(a.ah_attr.port_num == 1);
+  CHECK(a.ah_attr.is_global == 0);
+  CHECK(a.ah_attr.grh.hop_limit == 0);
+
+  // RoCE: a GRH to the peer's GID from the chosen source GID.
+  rtr.global = true;
+  rtr.dlid = 0;
+  for (int i = 0; i < 16; ++i) rtr.dgid[i] = static_cast<std::uint8_t>(0xf0 + i);
+  rtr.sgid_index = 3;
+  rtr.traffic_class = 0x62;
+  std::memset(&a, 0xa5, sizeof a);
+  CHECK(vh::verbs_qp_attributes(rtr, a) == rtr_mask);
+  CHECK(a.ah_attr.is_global == 1);
+  CHECK(std::memcmp(a.ah_attr.grh.dgid.raw, rtr.dgid, 16) == 0);
+  CHECK(a.ah_attr.grh.sgid_index == 3);
+  CHECK(a.ah_attr.grh.hop_limit > 1);  // routable
+  CHECK(a.ah_attr.grh.traffic_class == 0x62);
+  CHECK(a.ah_attr.dlid == 0);
+
+  vh::verbs_qp_step rts;
+  rts.state = vh::verbs_qp_step::to::rts;
+  rts.timeout = 20;
+  rts.retry_count = 7;
+  rts.rnr_retry = 7;
+  rts.initiator_rd_atomic = 8;
+  std::memset(&a, 0xa5, sizeof a);
+  CHECK(vh::verbs_qp_attributes(rts, a) == (IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC));
+  CHECK(a.qp_state == IBV_QPS_RTS);
+  CHECK(a.timeout == 20);
+  CHECK(a.retry_cnt == 7);
+  CHECK(a.rnr_retry == 7);
+  CHECK(a.sq_psn == 0);  // the peer's RTR expects 0 (rq_psn above)
+  CHECK(a.max_rd_atomic == 8);
+}
+
+// What host_qp posts and polls through, taken from what mlx5dv_init_obj writes (mlx5dv.h's
+// struct mlx5dv_qp and mlx5dv_cq), each field from its own distinct value.
+TEST_CASE("rdma_core_backend: the rings mlx5dv_init_obj describes become host_qp's handle", "[verbs][host][host_qp]") {
+  namespace vh = gpucomm::verbs_gpu::host;
+  alignas(64) static unsigned char sq_ring[4096], cq_ring[4096], uar[4096];
+  alignas(64) static __be32 qp_dbrec[2], cq_dbrec[2];
+  mlx5dv_qp dq{};
+  dq.dbrec = qp_dbrec;
+  dq.sq.buf = sq_ring + 256;  // after a receive queue
+  dq.sq.wqe_cnt = 64;
+  dq.sq.stride = 64;
+  dq.rq.buf = sq_ring;
+  dq.rq.wqe_cnt = 4;
+  dq.rq.stride = 64;
+  dq.bf.reg = uar + 0x800;
+  dq.bf.size = 256;
+  mlx5dv_cq dc{};
+  dc.buf = cq_ring;
+  dc.dbrec = cq_dbrec;
+  dc.cqe_cnt = 32;
+  dc.cqe_size = 64;
+  dc.cqn = 0x77;
+  int impl = 0;
+  vh::verbs_qp_handle const h = vh::verbs_qp_handle_of(&impl, 0x1b2c3, dq, dc);
+  CHECK(h.impl == &impl);
+  CHECK(h.qpn == 0x1b2c3u);
+  CHECK(h.cqn == 0x77u);
+  CHECK(h.sq == static_cast<void*>(sq_ring + 256));
+  CHECK(h.sq_wqebbs == 64);
+  CHECK(h.sq_stride == 64);
+  CHECK(static_cast<void*>(h.dbrec) == static_cast<void*>(qp_dbrec));
+  CHECK(static_cast<void*>(h.doorbell) == static_cast<void*>(uar + 0x800));
+  CHECK(h.cqes == static_cast<void*>(cq_ring));
+  CHECK(h.cqe_count == 32);
+  CHECK(h.cqe_size == 64);
+  CHECK(static_cast<void*>(h.cq_dbrec) == static_cast<void*>(cq_dbrec));
+}
+
 TEST_CASE("verbs_gpu host setup without an RDMA device fails with a clear message", "[verbs][host]") {
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);

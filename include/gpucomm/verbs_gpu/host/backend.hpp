@@ -337,11 +337,12 @@ class backend {
   /// Opens `name` without DEVX (ibv_open_device), for ordinary verbs only. Backends without
   /// ordinary verbs open as open() does.
   virtual int open_verbs(std::string const& name) { return open(name); }
-  /// An RC QP of 2^log_sq_wqebbs send WQEBBs (at least) and no receive queue, with a CQ of at
-  /// least 2^log_cqes entries, on pd and port.
-  virtual verbs_qp_handle create_verbs_qp(pd_handle pd, std::uint32_t log_sq_wqebbs, std::uint32_t log_cqes,
+  /// An RC QP for 2^log_send_wrs send work requests (at least) and no receive queue, with a CQ of at
+  /// least 2^log_cqes entries, on pd and port. The provider sizes the ring: a work request may
+  /// take several WQEBBs (verbs_qp_handle::sq_wqebbs says how many the ring has).
+  virtual verbs_qp_handle create_verbs_qp(pd_handle pd, std::uint32_t log_send_wrs, std::uint32_t log_cqes,
                                           int* error) {
-    (void)pd, (void)log_sq_wqebbs, (void)log_cqes;
+    (void)pd, (void)log_send_wrs, (void)log_cqes;
     if (error != nullptr) *error = EOPNOTSUPP;
     return {};
   }

@@ -44,6 +44,77 @@
 
 namespace gpucomm::verbs_gpu::host {
 
+static_assert(access::local_write == IBV_ACCESS_LOCAL_WRITE && access::remote_write == IBV_ACCESS_REMOTE_WRITE &&
+              access::remote_read == IBV_ACCESS_REMOTE_READ && access::remote_atomic == IBV_ACCESS_REMOTE_ATOMIC);
+
+/// ibv_modify_qp's attributes and mask for one step of an RC QP's connection: the attributes
+/// ibv_modify_qp(3) lists as required for RESET -> INIT, INIT -> RTR and RTR -> RTS (the same
+/// sets rdma-core's rc_pingpong passes), and none of the optional ones. Both sides start their
+/// packet sequence at 0. Returns the mask; `a` is overwritten.
+inline int verbs_qp_attributes(verbs_qp_step const& step, ibv_qp_attr& a) {
+  a = ibv_qp_attr{};
+  int mask = IBV_QP_STATE;
+  switch (step.state) {
+    case verbs_qp_step::to::init:
+      a.qp_state = IBV_QPS_INIT;
+      a.pkey_index = step.pkey_index;
+      a.port_num = step.port;
+      a.qp_access_flags = static_cast<unsigned>(step.access_flags);
+      mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+      break;
+    case verbs_qp_step::to::rtr:
+      a.qp_state = IBV_QPS_RTR;
+      a.path_mtu = static_cast<ibv_mtu>(step.path_mtu);
+      a.dest_qp_num = step.remote_qpn;
+      a.rq_psn = 0;
+      a.max_dest_rd_atomic = step.responder_rd_atomic;
+      a.min_rnr_timer = step.min_rnr_timer;
+      a.ah_attr.dlid = step.dlid;
+      a.ah_attr.sl = step.sl;
+      a.ah_attr.port_num = step.port;
+      a.ah_attr.is_global = step.global ? 1 : 0;
+      if (step.global) {
+        std::memcpy(a.ah_attr.grh.dgid.raw, step.dgid, 16);
+        a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(step.sgid_index);
+        a.ah_attr.grh.hop_limit = 255;
+        a.ah_attr.grh.traffic_class = step.traffic_class;
+      }
+      mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+              IBV_QP_MIN_RNR_TIMER;
+      break;
+    case verbs_qp_step::to::rts:
+      a.qp_state = IBV_QPS_RTS;
+      a.timeout = step.timeout;
+      a.retry_cnt = step.retry_count;
+      a.rnr_retry = step.rnr_retry;
+      a.sq_psn = 0;
+      a.max_rd_atomic = step.initiator_rd_atomic;
+      mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+      break;
+  }
+  return mask;
+}
+
+/// The rings of an ordinary-verbs QP and its CQ as mlx5dv_init_obj describes them (mlx5dv.h):
+/// the send queue from sq.buf, the QP's doorbell record (dbrec[1] is the send half), the doorbell
+/// register bf.reg, the CQ's entries and its consumer-index record.
+inline verbs_qp_handle verbs_qp_handle_of(void* impl, std::uint32_t qpn, mlx5dv_qp const& dq, mlx5dv_cq const& dc) {
+  verbs_qp_handle h;
+  h.impl = impl;
+  h.qpn = qpn;
+  h.cqn = dc.cqn;
+  h.sq = dq.sq.buf;
+  h.sq_wqebbs = dq.sq.wqe_cnt;
+  h.sq_stride = dq.sq.stride;
+  h.dbrec = reinterpret_cast<std::uint32_t*>(dq.dbrec);
+  h.doorbell = static_cast<std::uint64_t*>(dq.bf.reg);
+  h.cqes = dc.buf;
+  h.cqe_count = dc.cqe_cnt;
+  h.cqe_size = dc.cqe_size;
+  h.cq_dbrec = reinterpret_cast<std::uint32_t*>(dc.dbrec);
+  return h;
+}
+
 class rdma_core_backend final : public backend {
  public:
   rdma_core_backend() = default;
@@ -291,7 +362,7 @@ class rdma_core_backend final : public backend {
 
   // ---- QPs posted by a host thread, with ordinary verbs -----------------------------------------------
   bool native_verbs_qps() const noexcept override { return true; }
-  verbs_qp_handle create_verbs_qp(pd_handle pd, std::uint32_t log_sq_wqebbs, std::uint32_t log_cqes,
+  verbs_qp_handle create_verbs_qp(pd_handle pd, std::uint32_t log_send_wrs, std::uint32_t log_cqes,
                                   int* error) override {
     begin_call();
     auto* objects = new verbs_objects{};
@@ -306,8 +377,11 @@ class rdma_core_backend final : public backend {
     ibv_qp_init_attr a{};
     a.send_cq = a.recv_cq = objects->cq;
     a.qp_type = IBV_QPT_RC;
-    a.sq_sig_all = 0;  // each WQE asks for its completion itself (the builders' CQ_UPDATE)
-    a.cap.max_send_wr = 1u << log_sq_wqebbs;
+    // Each WQE asks for its completion itself (the builders' CQ_UPDATE). Not IBV_SIGNAL_ALL_WR
+    // either: with it the kernel lets the NIC scatter read and atomic responses of up to 32 bytes
+    // into the CQE instead of the local buffer (mlx5's requester scatter-to-CQE).
+    a.sq_sig_all = 0;
+    a.cap.max_send_wr = 1u << log_send_wrs;
     a.cap.max_send_sge = 1;
     a.cap.max_recv_wr = 1;  // the proxy posts no receives
     a.cap.max_recv_sge = 1;
@@ -324,64 +398,13 @@ class rdma_core_backend final : public backend {
       diag_ = "mlx5dv_init_obj(QP | CQ) failed";
       return fail(rc > 0 ? rc : errno_or(EIO));
     }
-    verbs_qp_handle h;
-    h.impl = objects;
-    h.qpn = objects->qp->qp_num;
-    h.cqn = dc.cqn;
-    h.sq = dq.sq.buf;
-    h.sq_wqebbs = dq.sq.wqe_cnt;
-    h.sq_stride = dq.sq.stride;
-    h.dbrec = reinterpret_cast<std::uint32_t*>(dq.dbrec);
-    h.doorbell = static_cast<std::uint64_t*>(dq.bf.reg);
-    h.cqes = dc.buf;
-    h.cqe_count = dc.cqe_cnt;
-    h.cqe_size = dc.cqe_size;
-    h.cq_dbrec = reinterpret_cast<std::uint32_t*>(dc.dbrec);
     cq_numbers_[objects->cq] = dc.cqn;
-    return done(error, 0, h);
+    return done(error, 0, verbs_qp_handle_of(objects, objects->qp->qp_num, dq, dc));
   }
   int modify_verbs_qp(verbs_qp_handle const& qp, verbs_qp_step const& step) override {
     begin_call();
-    ibv_qp_attr a{};
-    int mask = IBV_QP_STATE;
-    switch (step.state) {
-      case verbs_qp_step::to::init:
-        a.qp_state = IBV_QPS_INIT;
-        a.pkey_index = step.pkey_index;
-        a.port_num = step.port;
-        a.qp_access_flags = static_cast<unsigned>(step.access_flags);
-        mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-        break;
-      case verbs_qp_step::to::rtr:
-        a.qp_state = IBV_QPS_RTR;
-        a.path_mtu = static_cast<ibv_mtu>(step.path_mtu);
-        a.dest_qp_num = step.remote_qpn;
-        a.rq_psn = 0;
-        a.max_dest_rd_atomic = step.responder_rd_atomic;
-        a.min_rnr_timer = step.min_rnr_timer;
-        a.ah_attr.dlid = step.dlid;
-        a.ah_attr.sl = step.sl;
-        a.ah_attr.port_num = step.port;
-        a.ah_attr.is_global = step.global ? 1 : 0;
-        if (step.global) {
-          std::memcpy(a.ah_attr.grh.dgid.raw, step.dgid, 16);
-          a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(step.sgid_index);
-          a.ah_attr.grh.hop_limit = 255;
-          a.ah_attr.grh.traffic_class = step.traffic_class;
-        }
-        mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                IBV_QP_MIN_RNR_TIMER;
-        break;
-      case verbs_qp_step::to::rts:
-        a.qp_state = IBV_QPS_RTS;
-        a.timeout = step.timeout;
-        a.retry_cnt = step.retry_count;
-        a.rnr_retry = step.rnr_retry;
-        a.sq_psn = 0;
-        a.max_rd_atomic = step.initiator_rd_atomic;
-        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
-        break;
-    }
+    ibv_qp_attr a;
+    int const mask = verbs_qp_attributes(step, a);
     return normalize(ibv_modify_qp(static_cast<verbs_objects*>(qp.impl)->qp, &a, mask));
   }
   int destroy_verbs_qp(verbs_qp_handle qp) override {

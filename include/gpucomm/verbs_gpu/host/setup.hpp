@@ -450,6 +450,7 @@ class device {
                    "check the cable and `ibstat`");
     if (!uses_devx()) {
       verbs_caps();
+      check_port_options();
       return;
     }
     std::vector<std::uint32_t> page;
@@ -512,7 +513,12 @@ class device {
       detail::fail(where + "reports port_type " + std::to_string(caps_.port_type) + " but port " +
                        std::to_string(opt_.port) + "'s link layer is " + (port_.ethernet ? "Ethernet" : "InfiniBand"),
                    "a mixed-protocol device: pick the port whose protocol the device reports");
-    // Options checked against the port, where the firmware's answer would be less clear.
+    check_port_options();
+  }
+
+  /// Options checked against the port, where the firmware's (or ibv_modify_qp's) answer would be
+  /// less clear.
+  void check_port_options() const {
     if (opt_.pkey_index >= port_.pkey_table_length)
       detail::fail("device_options::pkey_index = " + std::to_string(opt_.pkey_index) + " is past the " +
                        std::to_string(port_.pkey_table_length) + "-entry P_Key table of " + name_ + " port " +
@@ -1125,7 +1131,7 @@ class qp {
 };
 
 /// One RC QP a host thread posts to with verbs_gpu's builders (ProxyQueue's NIC backend), with an
-/// owner-bit CQ of its own, as many entries as the SQ has WQEBBs, so no completion is overwritten
+/// owner-bit CQ of its own, at least as many entries as the SQ has WQEBBs, so no completion is overwritten
 /// before it is polled. Construct, exchange local_info(), connect(), then post through send_queue()
 /// from one host thread.
 ///
@@ -1147,13 +1153,18 @@ class host_qp {
       devx_ = std::make_unique<qp>(dev, o);
       return;
     }
-    backend& be = dev.nic();
-    int e = 0;
-    h_ = be.create_verbs_qp(dev.pd(), log_sq_depth, log_sq_depth, &e);
-    if (!h_)
-      detail::fail("ibv_create_cq + ibv_create_qp (RC, " + std::to_string(1u << log_sq_depth) + " send WRs) on " +
-                       dev.name() + " failed: " + detail::errno_text(e) + detail::said(be),
-                   "check `ulimit -l` (locked memory) and the device's QP limits");
+    // Every WQE may ask for a completion, so the CQ needs an entry per WQEBB of the ring, and the
+    // provider sizes the ring by work request: mlx5's reserves its largest default RC WQE for each
+    // (256 bytes, 4 WQEBBs, with the memory-window operations it enables by default). A CQ of 4
+    // entries per work request covers that; a provider that made a larger ring gets a QP again
+    // with a CQ of the ring's size.
+    create(log_sq_depth, log_sq_depth + 2);
+    if (h_.cqe_count < h_.sq_wqebbs) {
+      std::uint32_t log_ring = 0;
+      while ((1u << log_ring) < h_.sq_wqebbs && log_ring < 31) ++log_ring;
+      release();
+      create(log_sq_depth, log_ring);
+    }
     try {
       // What the builders and the poller assume of the rings rdma-core's provider made.
       auto const power_of_two = [](std::uint32_t v) { return v != 0 && (v & (v - 1)) == 0; };
@@ -1168,6 +1179,11 @@ class host_qp {
         detail::fail("the provider's CQ has " + std::to_string(h_.cqe_count) + " entries of " +
                          std::to_string(h_.cqe_size) + " bytes; verbs_gpu reads 64-byte CQEs",
                      "unset MLX5_CQE_SIZE (or set it to 64)");
+      if (h_.cqe_count < h_.sq_wqebbs)
+        detail::fail("the provider's CQ has " + std::to_string(h_.cqe_count) + " entries for a send queue of " +
+                         std::to_string(h_.sq_wqebbs) +
+                         " WQEBBs: completions could be overwritten before the proxy polls them",
+                     "the device's CQ size limit is below its QP's; ask for a smaller send queue");
       counters_ = std::make_unique<qp_counters>();
       verbs_qp_step init;
       init.state = verbs_qp_step::to::init;
@@ -1239,6 +1255,17 @@ class host_qp {
   }
 
  private:
+  /// ibv_create_cq + ibv_create_qp through the backend, into h_.
+  void create(std::uint32_t log_send_wrs, std::uint32_t log_cqes) {
+    backend& be = dev_.nic();
+    int e = 0;
+    h_ = be.create_verbs_qp(dev_.pd(), log_send_wrs, log_cqes, &e);
+    if (!h_)
+      detail::fail("ibv_create_cq (" + std::to_string(1u << log_cqes) + " entries) + ibv_create_qp (RC, " +
+                       std::to_string(1u << log_send_wrs) + " send WRs) on " + dev_.name() +
+                       " failed: " + detail::errno_text(e) + detail::said(be),
+                   "check `ulimit -l` (locked memory) and the device's QP and CQ limits");
+  }
   void step(verbs_qp_step const& s, std::string const& what) {
     if (int const e = dev_.nic().modify_verbs_qp(h_, s); e != 0)
       detail::fail("ibv_modify_qp " + what + " of QP " + detail::hex(h_.qpn) + " on " + dev_.name() +
