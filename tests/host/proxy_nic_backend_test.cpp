@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <set>
@@ -60,7 +61,10 @@ struct two_pes {
   std::unique_ptr<gpucomm::detail::nic_backend> backend[2];
   std::set<std::uint64_t> done[2];
 
-  explicit two_pes(vm::nic_config config = {}, std::uint32_t bad_rkey_of_pe1 = 0)
+  /// flush: the placement's flush_gpu_writes of each PE (called with the PE), as the proxy sets it
+  /// on a GPU that does not order the NIC's writes with their completions; none by default.
+  explicit two_pes(vm::nic_config config = {}, std::uint32_t bad_rkey_of_pe1 = 0,
+                   std::function<std::string(int)> const& flush = {})
       : fabric({gpucomm_test::ib_device("mlx5_0", 1), gpucomm_test::ib_device("mlx5_1", 2)}), net(config) {
     for (int pe = 0; pe < 2; ++pe) {
       heap[pe].reset(static_cast<unsigned char*>(std::aligned_alloc(4096, heap_bytes)));
@@ -106,6 +110,7 @@ struct two_pes {
       at.results_lkey = results_mr[pe]->lkey();
       at.result_slots = result_slots;
       at.paths = {3, 3};
+      if (flush) at.flush_gpu_writes = [flush, pe] { return flush(pe); };
       std::vector<gpucomm::verbs_gpu::send_queue> queues;
       for (auto const& q : qps[pe]) queues.push_back(q->send_queue());
       backend[pe] = std::make_unique<gpucomm::detail::nic_backend>(queues, std::move(at), failures);
@@ -273,6 +278,62 @@ TEST_CASE("ProxyQueue NIC backend: every command end to end on the NIC model", "
   check_atomics<std::uint32_t>(p, ticket, rng);
   std::uint64_t count = 0;
   CHECK_FALSE(p.failures.take(count).has_value());
+}
+
+// On a GPU whose attribute GPUDirectRDMAWritesOrdering is below Owner, the NIC's writes into GPU
+// memory (a get's data, an atomic's fetched value) need not be visible to the GPU when the CPU
+// sees their completion: the backend flushes before it reports such a command complete, and only
+// then; a flush that fails is recorded against the command, which still completes.
+TEST_CASE("ProxyQueue NIC backend: NIC writes into GPU memory are flushed before their commands complete",
+          "[proxy][nic]") {
+  two_pes* self = nullptr;
+  std::uint64_t watched = ~std::uint64_t{0};  // the ticket whose completion must follow the flush
+  int flushes = 0;
+  bool reported_before_flush = false;
+  std::string answer;  // what the flush returns: empty, or an error's text
+  two_pes p({}, 0, [&](int pe) {
+    CHECK(pe == 0);
+    ++flushes;
+    reported_before_flush |= self->done[0].count(watched) != 0;
+    return answer;
+  });
+  self = &p;
+  std::uint64_t ticket = 0;
+  auto run = [&](command const& c) {
+    watched = ticket++;
+    REQUIRE_FALSE(p.issue(0, c, watched));
+    REQUIRE(p.wait(0, watched));
+  };
+  for (int k = 0; k < 256; ++k) p.at<unsigned char>(1, 8192 + k) = static_cast<unsigned char>(k * 7 + 1);
+  run(make(command_op::put, 1, p.addr(0, 16384), p.addr(0, 0), 256));
+  command sig = make(command_op::signal, 1, 0, 0, 0);
+  sig.signal = p.addr(0, 600000);
+  sig.value = 1;
+  run(sig);
+  CHECK(flushes == 0);  // nothing was written into this PE's memory
+  run(make(command_op::get, 1, p.addr(0, 32768), p.addr(0, 8192), 256));
+  CHECK(flushes == 1);
+  CHECK(std::memcmp(p.heap[0].get() + 32768, p.heap[1].get() + 8192, 256) == 0);
+  p.at<std::uint64_t>(1, 4096) = 10;
+  command fetch = make(command_op::atomic, 1, p.addr(0, 4096), reinterpret_cast<std::uint64_t>(&p.results[0][3]), 8);
+  fetch.atomic_op = static_cast<std::uint8_t>(atomic_op::fetch_add);
+  fetch.value = 5;
+  run(fetch);
+  CHECK(flushes == 2);
+  CHECK(p.results[0][3] == 10);
+  CHECK_FALSE(reported_before_flush);
+  std::uint64_t count = 0;
+  CHECK_FALSE(p.failures.take(count).has_value());
+
+  answer = "cudaDeviceFlushGPUDirectRDMAWrites failed: an injected error";
+  run(make(command_op::get, 1, p.addr(0, 32768), p.addr(0, 8192), 64));
+  CHECK(flushes == 3);
+  auto const f = p.failures.take(count);
+  REQUIRE(f.has_value());
+  CHECK(f->op == command_op::get);
+  CHECK(f->ticket == watched);
+  CHECK(f->peer == 1);
+  CHECK_THAT(f->what, Catch::Matchers::Contains("cudaDeviceFlushGPUDirectRDMAWrites failed"));
 }
 
 TEST_CASE("ProxyQueue NIC backend: refuses what the NIC cannot reach, and records why", "[proxy][nic]") {

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -51,15 +52,24 @@ class proxy_queue_host {
     paths_ = choose_paths(w, proxy_backends_from(options.backends, first));
     for (int pe : w.local_pes()) locals_.push_back(make_local(pe));
     if (!paths_.empty()) set_up_nic(options, first);
-    if (threads == proxy_threads::per_pe) {
-      for (std::size_t i = 0; i < locals_.size(); ++i) {
-        threads_.push_back(std::make_unique<proxy_thread>(std::vector<proxy_ring*>{&locals_[i]->ring},
-                                                          cpu < 0 ? -1 : cpu + static_cast<int>(i)));
+    try {
+      if (threads == proxy_threads::per_pe) {
+        for (std::size_t i = 0; i < locals_.size(); ++i) {
+          threads_.push_back(std::make_unique<proxy_thread>(std::vector<proxy_ring*>{&locals_[i]->ring},
+                                                            cpu < 0 ? -1 : cpu + static_cast<int>(i)));
+        }
+      } else {
+        std::vector<proxy_ring*> rings;
+        for (auto& l : locals_) rings.push_back(&l->ring);
+        threads_.push_back(std::make_unique<proxy_thread>(std::move(rings), cpu));
       }
-    } else {
-      std::vector<proxy_ring*> rings;
-      for (auto& l : locals_) rings.push_back(&l->ring);
-      threads_.push_back(std::make_unique<proxy_thread>(std::move(rings), cpu));
+    } catch (...) {
+      // A thread that could not start (or be pinned): the NIC model already serves, and reads the
+      // queues and registered memory that locals_ frees before endpoints_ goes, so it stops first,
+      // as in the destructor.
+      threads_.clear();
+      if (endpoints_) endpoints_->stop();
+      throw;
     }
   }
 
@@ -256,8 +266,10 @@ class proxy_queue_host {
     auto const npes = static_cast<std::size_t>(w.npes());
     std::size_t const depth = std::size_t{1} << log_depth_;
     current_device_guard const keep;
+    int at_pe = first;  // the PE whose set-up failed, for the error (the connection: the first)
     try {
       for (auto& e : endpoints_->endpoints()) {
+        at_pe = e.pe;
         local& l = local_of(e.pe);
         GPUCOMM_CUDA_CHECK(cudaSetDevice(l.ring.device), l.pe);
         std::vector<std::uint8_t> const mine(paths_.begin() + static_cast<std::ptrdiff_t>(l.pe * npes),
@@ -272,10 +284,11 @@ class proxy_queue_host {
         for (std::size_t peer = 0; peer < npes; ++peer)
           l.qps.push_back(std::make_unique<verbs_gpu::host::host_qp>(*e.nic, nic_backend::log_depth));
       }
+      at_pe = first;
       endpoints_->connect(
           1, [&](nic_endpoints::endpoint const& e) -> auto& { return local_of(e.pe).qps; });
     } catch (verbs_gpu::host::setup_error const& e) {
-      throw nic_setup_failed(config, first, e);
+      throw nic_setup_failed(config, at_pe, e);
     }
     // The blocks allocated before this transport (gpucomm's control block at least); later ones
     // come through world::allocate.
@@ -294,11 +307,30 @@ class proxy_queue_host {
       at.result_slots = static_cast<std::uint32_t>(depth);
       at.paths.assign(paths_.begin() + static_cast<std::ptrdiff_t>(l.pe * npes),
                       paths_.begin() + static_cast<std::ptrdiff_t>((l.pe + 1) * npes));
+      if (config.choice == nic_choice::hardware) at.flush_gpu_writes = gpu_write_flush(l.pe, l.ring.device);
       std::vector<verbs_gpu::send_queue> queues;
       for (auto const& q : l.qps) queues.push_back(q->send_queue());
       l.ring.nic = std::make_unique<nic_backend>(queues, std::move(at), failures_);
     }
     endpoints_->start();  // every process's NIC serves before any kernel posts
+  }
+
+  /// What makes a NIC's writes into `device`'s memory visible to it before the proxy reports them
+  /// complete: nothing where the GPU orders them with their completions (ordering Owner or
+  /// AllDevices), else cudaDeviceFlushGPUDirectRDMAWrites to the owner, as NCCL's proxy flushes a
+  /// receive into GPU memory on GPUs that need it.
+  static std::function<std::string()> gpu_write_flush(int pe, int device) {
+    int ordering = 0;
+    GPUCOMM_CUDA_CHECK(cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, device), pe);
+    if (ordering >= cudaGPUDirectRDMAWritesOrderingOwner) return {};
+    return [device]() -> std::string {
+      cudaError_t e = cudaSetDevice(device);
+      if (e == cudaSuccess)
+        e = cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                                               cudaFlushGPUDirectRDMAWritesToOwner);
+      return e == cudaSuccess ? std::string()
+                              : std::string("cudaDeviceFlushGPUDirectRDMAWrites failed: ") + cudaGetErrorString(e);
+    };
   }
 
   template <class T>

@@ -23,7 +23,11 @@
 // all the NIC has registered: anything else is refused and recorded, never posted.
 //
 // Completion: each command's last WQE asks for a CQE; a command is complete once the QP's
-// consumer index (send_queue.cuh, advanced from the CQ) passes it; RC completes in order. An
+// consumer index (send_queue.cuh, advanced from the CQ) passes it; RC completes in order. A get's
+// data and an atomic's fetched value are written into GPU memory by the NIC and the CQE into host
+// memory; a GPU that does not order the NIC's writes with what the CPU saw
+// (cudaDevAttrGPUDirectRDMAWritesOrdering below Owner) gets them flushed (placement's
+// flush_gpu_writes) before such a command is reported complete. An
 // error completion moves the QP to error: the commands before the failed WQE completed, the rest
 // are recorded as failed (with the syndrome) and completed without effect, and later commands to
 // that peer are refused. A queue with work in flight that makes no progress for `stall` gets a
@@ -34,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +73,10 @@ class nic_backend {
     std::uint32_t results_lkey = 0;    ///< their registration
     std::uint32_t result_slots = 0;    ///< slots a command may name
     std::vector<std::uint8_t> paths;   ///< [peer]: proxy_path bits
+    /// Makes the NIC's completed writes into this PE's GPU memory visible to the GPU
+    /// (cudaDeviceFlushGPUDirectRDMAWrites); the error's text, or empty. Unset where the GPU
+    /// orders them with their completions (and on the model, which writes with CUDA copies).
+    std::function<std::string()> flush_gpu_writes;
   };
 
   /// Posts to `queues`, [peer]: host-posted RC QPs, connected, with owner-bit CQs.
@@ -157,8 +166,9 @@ class nic_backend {
       }
       // Acquire: pairs with the poller's release of consumer (itself: this thread).
       std::uint64_t const consumer = verbs_gpu::detail::dev_ref(sq.counters->consumer).load(cuda::memory_order_acquire);
-      bool progressed = false;
+      bool progressed = false, flushed = false;
       while (!q.pending.empty() && q.pending.front().last < consumer) {
+        make_visible(q.pending.front(), static_cast<int>(peer), flushed);
         done(q.pending.front().ticket);
         q.pending.pop_front();
         progressed = true;
@@ -304,7 +314,9 @@ class nic_backend {
     // Relaxed: only this thread posts, so producer is its own.
     std::uint64_t const failed = verbs_gpu::widen_wqe_counter(
         e.wqe_counter, verbs_gpu::detail::dev_ref(sq.counters->producer).load(cuda::memory_order_relaxed));
+    bool flushed = false;
     while (!q.pending.empty() && q.pending.front().last < failed) {
+      make_visible(q.pending.front(), peer, flushed);
       done(q.pending.front().ticket);
       q.pending.pop_front();
     }
@@ -315,6 +327,17 @@ class nic_backend {
                            std::to_string(q.pending.size()) + " commands on the queue failed with it)"});
     for (auto const& p : q.pending) done(p.ticket);
     q.pending.clear();
+  }
+
+  /// Before command p is reported complete: if the GPU reads what the NIC wrote for it (a get's
+  /// data, an atomic's fetched value) and the placement flushes, one flush covers every completion
+  /// this pass has seen of the queue so far (they were polled before it).
+  void make_visible(pending_command const& p, int peer, bool& flushed) {
+    using proxy_queue::command_op;
+    if (flushed || !at_.flush_gpu_writes || (p.op != command_op::get && p.op != command_op::atomic)) return;
+    flushed = true;
+    if (std::string const why = at_.flush_gpu_writes(); !why.empty())
+      failures_->record({at_.pe, peer, p.op, p.ticket, p.bytes, why});
   }
 
   static std::string error_text(queue& q) {
