@@ -64,10 +64,14 @@ TEST_CASE("verbs_gpu post: counters, doorbell record and doorbell", "[verbs][sq]
   CHECK(n.progress() == 3);
   CHECK(sq.poll() == vg::status::ok);
   CHECK(c.consumer == 2);  // one past the first WQEBB of the newest completed WQE (index 1)
+  // quiet covers the unsignalled pad: after 1 ms with no completion it rings a signalled NOP
+  // (index 3), and one more for every further millisecond the model takes to answer (a loaded
+  // machine), so the consumer ends one past the first of them or later.
   n.start();
   CHECK(sq.quiet() == vg::status::ok);
   n.stop();
-  CHECK(c.consumer == 4);
+  CHECK(c.consumer >= 4);
+  CHECK(c.consumer <= c.producer);
 }
 
 TEST_CASE("verbs_gpu post_flags::fence sets the fence mode on the batch's first WQE only", "[verbs][sq]") {
