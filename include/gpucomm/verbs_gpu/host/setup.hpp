@@ -1183,7 +1183,8 @@ class host_qp {
         detail::fail("the provider's CQ has " + std::to_string(h_.cqe_count) + " entries for a send queue of " +
                          std::to_string(h_.sq_wqebbs) +
                          " WQEBBs: completions could be overwritten before the proxy polls them",
-                     "the device's CQ size limit is below its QP's; ask for a smaller send queue");
+                     "the device's CQs cannot hold an entry per WQEBB of its send queues (`ibv_devinfo -v`: max_cqe), "
+                     "which verbs_gpu's posting needs");
       counters_ = std::make_unique<qp_counters>();
       verbs_qp_step init;
       init.state = verbs_qp_step::to::init;
