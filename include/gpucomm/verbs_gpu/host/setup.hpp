@@ -1160,8 +1160,7 @@ class host_qp {
     // with a CQ of the ring's size.
     create(log_sq_depth, log_sq_depth + 2);
     if (h_.cqe_count < h_.sq_wqebbs) {
-      std::uint32_t log_ring = 0;
-      while ((1u << log_ring) < h_.sq_wqebbs && log_ring < 31) ++log_ring;
+      std::uint32_t const log_ring = detail::log2_ceil(h_.sq_wqebbs);
       release();
       create(log_sq_depth, log_ring);
     }
@@ -1238,19 +1237,15 @@ class host_qp {
   /// The view the host thread posts and polls through (valid after connect()).
   verbs_gpu::send_queue send_queue() const noexcept {
     if (devx_) return devx_->send_queue();
-    auto const log2 = [](std::uint32_t v) {
-      std::uint32_t l = 0;
-      while ((1u << l) < v) ++l;
-      return l;
-    };
     verbs_gpu::send_queue sq{};
     sq.ring = static_cast<std::byte*>(h_.sq);
-    sq.log_depth = log2(h_.sq_wqebbs);
+    sq.log_depth = detail::log2_ceil(h_.sq_wqebbs);
     sq.qpn = h_.qpn;
     sq.dbrec = h_.dbrec + dbr_snd;
     sq.doorbell = h_.doorbell;
     sq.counters = counters_.get();
-    sq.cq = completion_queue{static_cast<cqe64*>(h_.cqes), h_.cq_dbrec, log2(h_.cqe_count), cq_mode::owner_bit, h_.cqn};
+    sq.cq = completion_queue{static_cast<cqe64*>(h_.cqes), h_.cq_dbrec, detail::log2_ceil(h_.cqe_count),
+                             cq_mode::owner_bit, h_.cqn};
     sq.scope = nic_scope::system;  // host memory, written by a host thread
     return sq;
   }
