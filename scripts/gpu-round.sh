@@ -10,7 +10,7 @@
 # cut short keeps the logs of the steps it finished). A step killed for hanging has the call stacks
 # of its processes at the end of its log.
 #
-#   scripts/gpu-round.sh [--steps build,demo,tests,sanitize,bench] [--counts "1 2 4"]
+#   scripts/gpu-round.sh [--steps build,demo,tests,sanitize,bench] [--counts "1 2 4"] [--gpus 0,1]
 #                        [--pes-per-gpu "1 2 4"] [--mpi-pes-per-gpu "1 2"] [--quick-bench]
 #                        [--suites "tests ibgda route minimal p2p proxy proxy_nic coll coll_ibgda ..."]
 #                        [--test-spec "[soak]"]
@@ -23,7 +23,11 @@
 # which builds fast; with GPUCOMM_SOAK_OPS set it runs long (docs/reliability.md).
 # --test-spec: a Catch2 test spec the tests step passes to every suite (default: every test), to
 # run one part of the suites in every layout, e.g. "[soak]" for the differential soak alone.
-# --counts: GPU counts n (default 1, 2, 4, 8 up to the machine's GPUs, and all of them). For each n
+# --gpus: the GPUs the round may use, as nvidia-smi numbers them (default all); a run on n GPUs takes
+# the first n of them. Two rounds on disjoint GPUs of one machine can run at the same time (each
+# with its own OUT) when no run of theirs needs MPS, i.e. with --mpi-pes-per-gpu 1 and two GPUs or
+# more each: a test world's sockets are named after its random session id, never after the GPU.
+# --counts: GPU counts n (default 1, 2, 4, 8 up to the round's GPUs, and all of them). For each n
 # and each p of --pes-per-gpu (default "1 2 4") every suite runs in one process with n*p PEs; for
 # each p of --mpi-pes-per-gpu (default "1 2") with n*p >= 2 it runs under mpirun -np n*p. A
 # step's name gives the layout as GPUs and PEs in all: tests_route-one-process-1gpu-4pe is four PEs
@@ -44,9 +48,10 @@ cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=scripts/lib/common.sh
 source scripts/lib/common.sh
 
-usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench] [--suites \"$all_suites\"] [--test-spec SPEC]" >&2; exit 2; }
+usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--gpus 0,1] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench] [--suites \"$all_suites\"] [--test-spec SPEC]" >&2; exit 2; }
 steps="build,demo,tests,sanitize"
 counts=""
+gpu_list=""
 pes_per_gpu="1 2 4"
 mpi_pes_per_gpu="1 2"
 all_suites="tests ibgda route minimal p2p proxy proxy_nic coll coll_ibgda coll_route coll_minimal coll_p2p coll_proxy coll_proxy_nic"
@@ -55,7 +60,8 @@ bench_args=()
 test_spec=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --steps|--counts|--pes-per-gpu|--mpi-pes-per-gpu|--suites|--test-spec) [ $# -ge 2 ] || usage ;;&
+    --steps|--counts|--gpus|--pes-per-gpu|--mpi-pes-per-gpu|--suites|--test-spec) [ $# -ge 2 ] || usage ;;&
+    --gpus) gpu_list=$2; shift 2 ;;
     --suites) only_suites=$2; shift 2 ;;
     --test-spec) test_spec=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
@@ -78,6 +84,23 @@ if [ "${ngpu:-0}" -eq 0 ]; then
   echo "This machine has no NVIDIA GPU, so the GPU round cannot run here."
   exit 1
 fi
+# gpu_ids: the round's GPUs (--gpus, else all); from here on ngpu counts those alone.
+if [ -n "$gpu_list" ]; then
+  IFS=, read -ra gpu_ids <<< "$gpu_list"
+  for g in "${gpu_ids[@]}"; do
+    if ! [[ $g =~ ^[0-9]+$ ]] || [ "$g" -ge "$ngpu" ]; then
+      echo "--gpus takes GPU numbers 0..$((ngpu - 1)) separated by commas, not '$gpu_list'" >&2; exit 2
+    fi
+  done
+  if [ "$(printf '%s\n' "${gpu_ids[@]}" | sort -u | wc -l)" -ne ${#gpu_ids[@]} ]; then
+    echo "--gpus names a GPU twice: '$gpu_list'" >&2; exit 2
+  fi
+else
+  read -ra gpu_ids <<< "$(seq 0 $((ngpu - 1)) | xargs)"
+fi
+ngpu=${#gpu_ids[@]}
+# first_gpus N: CUDA_VISIBLE_DEVICES for a run on N of the round's GPUs.
+first_gpus() { local IFS=,; echo "${gpu_ids[*]:0:$1}"; }
 
 OUT=${OUT:-$PWD/gpu-round-out}
 mkdir -p "$OUT"
@@ -90,6 +113,9 @@ if [ -z "$counts" ]; then
   for n in 1 2 4 8; do [ "$n" -le "$ngpu" ] && counts="$counts $n"; done
   [[ " $counts " == *" $ngpu "* ]] || counts="$counts $ngpu"
 fi
+for n in $counts; do
+  [ "$n" -le "$ngpu" ] || { echo "--counts: $n GPUs asked, the round has $ngpu (${gpu_ids[*]})" >&2; exit 2; }
+done
 
 # layout N P: the name of N GPUs with P PEs each, as GPUs and PEs in all ("2gpu-4pe").
 layout() { echo "${1}gpu-$(($1 * $2))pe"; }
@@ -124,7 +150,7 @@ if command -v nvidia-cuda-mps-control > /dev/null 2>&1; then
 elif [ "$mps_needed" -eq 1 ]; then mps_mode=missing
 fi
 
-note "gpu-round $(date -u +%Y-%m-%dT%H:%MZ): $ngpu GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
+note "gpu-round $(date -u +%Y-%m-%dT%H:%MZ): $ngpu GPU(s) (number $(first_gpus "$ngpu")): $(nvidia-smi --query-gpu=name --format=csv,noheader -i "$(first_gpus "$ngpu")" | sort | uniq -c | xargs)"
 note "commit: ${GPUCOMM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 layouts=()
 has_step tests && layouts+=("one process${one_layouts:- (none)}" "mpirun${mpi_layouts:- (none)}")
@@ -332,7 +358,7 @@ if has_step tests; then
   # Every one-process run, and the mpirun runs with a GPU per process.
   for n in $counts; do
     export CUDA_VISIBLE_DEVICES
-    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1)))
+    CUDA_VISIBLE_DEVICES=$(first_gpus "$n")
     for suite in "${suites[@]}"; do
       for p in $pes_per_gpu; do
         run "${suite#gpucomm_gpu_}-one-process-$(layout "$n" "$p")" \
@@ -373,7 +399,7 @@ if has_step tests; then
     esac
     for n in $counts; do
       export CUDA_VISIBLE_DEVICES
-      CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1)))
+      CUDA_VISIBLE_DEVICES=$(first_gpus "$n")
       for suite in "${suites[@]}"; do
         for p in $mpi_pes_per_gpu; do
           [ "$p" -ge 2 ] || continue
@@ -422,7 +448,7 @@ if has_step sanitize; then
     esac
   fi
   export CUDA_VISIBLE_DEVICES GPUCOMM_TEST_PES_PER_GPU=$san_pes
-  CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((san_n - 1)))
+  CUDA_VISIBLE_DEVICES=$(first_gpus "$san_n")
   for tool in memcheck racecheck synccheck; do
     san=(compute-sanitizer --tool "$tool" --error-exitcode 1)
     has_suite gpucomm_gpu_tests && run "sanitize-$tool-$san_layout" "${san[@]}" $tests_bin "[sanitize],[verbs]"
