@@ -192,6 +192,9 @@ class world {
     block_hooks_.clear();
     transports_.clear();  // transports' host halves go before the heap they use
     heap_.reset();
+    // Each stream's destruction visits its GPU; done here, inside `keep`'s scope, rather than by
+    // the members' destructors after it.
+    streams_.clear();
   }
 
   /// Number of PEs.
