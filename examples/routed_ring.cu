@@ -14,8 +14,12 @@ namespace cg = cooperative_groups;
 using transport = gpucomm::route<gpucomm::NVLinkStore, gpucomm::IBGDAPost>;
 using comm_t = gpucomm::comm<transport>;
 
-__global__ void ring_shift(comm_t c, gpucomm::sym_ptr<int> send, gpucomm::sym_ptr<int> recv, int n,
-                           gpucomm::sym_ptr<unsigned long long> counter) {
+// One block of `threads`: the route's put, add and barrier carry both legs' code, more registers
+// than a 1024-thread block can have, so the block is smaller and the bound tells the compiler.
+constexpr int threads = 256;
+
+__global__ void __launch_bounds__(threads) ring_shift(comm_t c, gpucomm::sym_ptr<int> send, gpucomm::sym_ptr<int> recv,
+                                                      int n, gpucomm::sym_ptr<unsigned long long> counter) {
   auto block = cg::this_thread_block();
   for (int i = static_cast<int>(block.thread_rank()); i < n; i += static_cast<int>(block.num_threads()))
     send[i] = c.my_pe() * 1000000 + i;
@@ -43,7 +47,7 @@ int main() try {
   GPUCOMM_CUDA_CHECK(cudaMemset(counter.ptr(0).get(), 0, sizeof(unsigned long long)), 0);
   for (int pe : w.local_pes()) {
     GPUCOMM_CUDA_CHECK(cudaSetDevice(w.device(pe)), pe);
-    ring_shift<<<1, 1024, 0, w.stream(pe)>>>(w.comm<transport>(pe), send.ptr(pe), recv.ptr(pe), n, counter.ptr(pe));
+    ring_shift<<<1, threads, 0, w.stream(pe)>>>(w.comm<transport>(pe), send.ptr(pe), recv.ptr(pe), n, counter.ptr(pe));
     GPUCOMM_CUDA_CHECK(cudaGetLastError(), pe);
   }
   w.synchronize();
