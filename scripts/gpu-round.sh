@@ -24,9 +24,11 @@
 # --test-spec: a Catch2 test spec the tests step passes to every suite (default: every test), to
 # run one part of the suites in every layout, e.g. "[soak]" for the differential soak alone.
 # --gpus: the GPUs the round may use, as nvidia-smi numbers them (default all); a run on n GPUs takes
-# the first n of them. Two rounds on disjoint GPUs of one machine can run at the same time (each
-# with its own OUT) when no run of theirs needs MPS, i.e. with --mpi-pes-per-gpu 1 and two GPUs or
-# more each: a test world's sockets are named after its random session id, never after the GPU.
+# the first n of them, the demo and the examples see them all; not with the bench step, which
+# measures every GPU of the machine. Two rounds on disjoint GPUs of one machine can run at the same
+# time (each with its own OUT) when no run of theirs needs MPS, i.e. with --mpi-pes-per-gpu 1, two
+# GPUs or more each, and no demo step (its PyTorch example starts a daemon): a test world's sockets
+# are named after its random session id, never after the GPU.
 # --counts: GPU counts n (default 1, 2, 4, 8 up to the round's GPUs, and all of them). For each n
 # and each p of --pes-per-gpu (default "1 2 4") every suite runs in one process with n*p PEs; for
 # each p of --mpi-pes-per-gpu (default "1 2") with n*p >= 2 it runs under mpirun -np n*p. A
@@ -97,6 +99,9 @@ if [ -n "$gpu_list" ]; then
   fi
 else
   read -ra gpu_ids <<< "$(seq 0 $((ngpu - 1)) | xargs)"
+fi
+if [ ${#gpu_ids[@]} -lt "$ngpu" ] && has_step bench; then
+  echo "--gpus with the bench step: scripts/bench.sh measures every GPU of the machine; run it without --gpus" >&2; exit 2
 fi
 ngpu=${#gpu_ids[@]}
 # first_gpus N: CUDA_VISIBLE_DEVICES for a run on N of the round's GPUs.
@@ -301,6 +306,9 @@ if has_step build; then
 fi
 
 if has_step demo; then
+  # The demo and the examples take every GPU they see: only the round's.
+  export CUDA_VISIBLE_DEVICES
+  CUDA_VISIBLE_DEVICES=$(first_gpus "$ngpu")
   run demo bash scripts/demo.sh
   for ex in cub_allreduce thrust_local routed_ring p2p_tile_push proxy_offload team_allreduce aggregate_stats; do
     run "example-$ex" $build/examples/$ex
@@ -308,6 +316,7 @@ if has_step demo; then
   # The PyTorch example: its own build, two processes sharing GPU 0 under its own MPS daemon (exit 77:
   # no torch here, reported as a failure of the step so that a round never passes without it).
   run example-torch bash examples/torch/run.sh
+  unset CUDA_VISIBLE_DEVICES
 fi
 
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x NVSHMEM_DISABLE_NVLS
