@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the ring-shift example and run it on every GPU of this machine (one PE per GPU).
+# Build the ring-shift example and run it on every GPU of this machine that CUDA_VISIBLE_DEVICES
+# leaves visible (one PE per GPU).
 # Installs missing Debian packages first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,5 +21,5 @@ command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
   -DGPUCOMM_BUILD_TESTS=OFF -DGPUCOMM_BUILD_BENCHMARKS=OFF >/dev/null
 cmake --build "$build" --target ring_shift -j "$(nproc)"
-echo "Running the ring shift on $(nvidia-smi -L | grep -c '^GPU') GPU(s):"
+echo "Running the ring shift on every GPU that CUDA sees (CUDA_VISIBLE_DEVICES: ${CUDA_VISIBLE_DEVICES:-all}):"
 "$build/examples/ring_shift"
