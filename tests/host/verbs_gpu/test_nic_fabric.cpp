@@ -461,6 +461,61 @@ TEST_CASE("verbs_gpu fabric: responder errors come back as the requester's error
   CHECK(B.nic->state(B.qps.front()->qpn()) == vm::qp_state::rts);  // responders are not moved to error
 }
 
+TEST_CASE("verbs_gpu fabric: a failure of the model's own memory access is an error CQE that internal_fault() explains",
+          "[verbs][model][fabric]") {
+  // Memory marked as GPU memory of a device that exists nowhere: every copy the model makes of it
+  // throws (the stream or the device cannot be had, with or without a GPU in the machine).
+  constexpr int no_such_device = 1 << 20;
+  node A, B;
+  auto& la = A.buf(64);
+  auto& rb = B.buf(64);
+  std::vector<std::uint64_t> remote_words(64, 0), local_words(64, 0x77);
+  vm::memory_key const remote_key =
+      B.nic->register_memory(B.pd, remote_words.data(), 64 * 8, vm::all_access, nullptr, no_such_device);
+  vm::memory_key const local_key =
+      A.nic->register_memory(A.pd, local_words.data(), 64 * 8, vm::all_access, nullptr, no_such_device);
+  CHECK(A.nic->internal_fault().empty());
+  CHECK(B.nic->internal_fault().empty());
+  for (int c = 0; c < 2; ++c) {
+    auto& qa = A.qp(vg::cq_mode::owner_bit, 5, 3);
+    auto& qb = B.qp();
+    connect_across(A, qa, B, qb);
+    auto& sq = qa.sq();
+    error_case ec{};
+    auto bad = [&](vg::wqe_slot const& s, std::uint32_t) -> std::uint32_t {
+      if (c == 0) {
+        ec = {"responder memory the model cannot copy", vg::cqe_syndrome::remote_op_err, vg::opcode::atomic_fa};
+        return vg::build_atomic_fa(s, la.local(0, 8),
+                                   {reinterpret_cast<std::uint64_t>(remote_words.data()), remote_key.rkey}, 1);
+      }
+      ec = {"local memory the model cannot copy", vg::cqe_syndrome::local_prot_err, vg::opcode::rdma_write};
+      return vg::build_rdma_write(s, {reinterpret_cast<std::uint64_t>(local_words.data()), 8, local_key.lkey},
+                                  rb.remote(1));
+    };
+    std::uint64_t const bad_idx = post_bad_then_two_writes(sq, bad, la, rb);
+    INFO(ec.name);
+    REQUIRE(wait_for(sq, bad_idx + 2) == vg::status::error);
+    vg::cq_error const e = sq.last_error();
+    CHECK(e.syndrome == static_cast<std::uint8_t>(ec.syndrome));
+    CHECK(e.wqe_counter == static_cast<std::uint16_t>(bad_idx));
+    CHECK(e.wqe_opcode == static_cast<std::uint8_t>(ec.wqe_opcode));
+    CHECK(remote_words == std::vector<std::uint64_t>(64, 0));
+    CHECK(rb.words[1] == 0);
+    // The nic whose copy failed says why, naming the CUDA call, its role and the syndrome it
+    // reported; the first fault stays (the local one, second, is A's first).
+    std::string const at_b = B.nic->internal_fault(), at_a = A.nic->internal_fault();
+    INFO("B: " << at_b << "; A: " << at_a);
+    CHECK(at_b.find("answering a request of another nic: cuda") == 0);
+    CHECK(at_b.find("(completed with REMOTE_OP_ERR)") != std::string::npos);
+    if (c == 0) {
+      CHECK(at_a.empty());
+    } else {
+      CHECK(at_a.find("executing a WQE: cuda") == 0);
+      CHECK(at_a.find("(completed with LOCAL_PROT_ERR)") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("verbs_gpu fabric: one atomicity domain per responder nic, remote and loopback requesters",
           "[verbs][model][fabric]") {
   // B's word is hit by fetch-adds from two QPs of nic A, one QP of nic C (remote), and B's own

@@ -63,6 +63,7 @@
 //   atomic_mu_   held around every responder read-modify-write (the atomicity domain).
 //   regions_mu_  the region table and the QP -> PD map that responders look keys up in.
 //   streams_mu_  the per-device stream map of read_mem/write_mem.
+//   fault_mu_    the first internal fault (internal_fault()); a leaf, taken with or without others.
 //   server_mu_   the server object; taken with no other lock held (listen, stop), and held while
 //                stop() joins the server's threads, which take only the locks below mu_.
 // The server's threads take atomic_mu_, regions_mu_ and streams_mu_, never mu_: a requester
@@ -76,6 +77,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -84,6 +86,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -357,7 +360,13 @@ class nic {
         address, [this](fabric::request const& rq, unsigned char const* payload, std::vector<unsigned char>& data) {
           // Relaxed: a statistic, read after the fact.
           served_.fetch_add(1, std::memory_order_relaxed);
-          return respond(rq, payload, data);
+          try {
+            return respond(rq, payload, data);
+          } catch (std::exception const& e) {
+            // As progress does for a requester: memory the request names could not be accessed.
+            note_internal_fault("answering a request of another nic", e.what(), cqe_syndrome::remote_op_err);
+            return synd(cqe_syndrome::remote_op_err);
+          }
         });
     listen_address_ = address;
   }
@@ -390,6 +399,15 @@ class nic {
   qp_state state(std::uint32_t qpn) {
     std::lock_guard lk(mu_);
     return qp_at(qpn).state;
+  }
+
+  /// The first failure of the model's own machinery, "" while there was none: a CUDA call that
+  /// copies memory a WQE names threw, and the model completed the WQE with LOCAL_PROT_ERR (as
+  /// requester) or REMOTE_OP_ERR (as responder), as hardware reports a failed translation. Those
+  /// completions say nothing of the cause; this does, and the model also prints it to stderr once.
+  std::string internal_fault() {
+    std::lock_guard lk(fault_mu_);
+    return internal_fault_;
   }
 
   nic_stats stats() {
@@ -465,7 +483,7 @@ class nic {
   };
 
   static constexpr std::uint8_t ok = 0;
-  static constexpr auto synd(cqe_syndrome s) { return static_cast<std::uint8_t>(s); }
+  static constexpr std::uint8_t synd(cqe_syndrome s) { return static_cast<std::uint8_t>(s); }
 
   cq_state& cq_at(std::uint32_t cqn) {
     if (cqn < 0x41 || cqn - 0x41 >= cqs_.size() || cqs_[cqn - 0x41].cfg.cqes == nullptr) {
@@ -518,23 +536,39 @@ class nic {
   }
 
   // ---- memory access ------------------------------------------------------------------------------
+  /// The model's stream on GPU `dev`, made on first use with `dev` current and left so: every
+  /// caller copies on `dev` next. The device current before is not restored: in the model's own
+  /// threads (progress, the server's) none was ever set, and cudaSetDevice back to the default
+  /// 0 would give a process of another GPU a context on GPU 0 (under MPS, a client there).
   cudaStream_t stream_for(int dev) {
     std::lock_guard lk(streams_mu_);
     auto it = streams_.find(dev);
     if (it != streams_.end()) return it->second;
-    int cur = 0;
-    check(cudaGetDevice(&cur), "cudaGetDevice");
     check(cudaSetDevice(dev), "cudaSetDevice");
     cudaStream_t s{};
     // Non-blocking: must not wait for the kernels that are posting to this NIC.
     check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    check(cudaSetDevice(cur), "cudaSetDevice");
     streams_[dev] = s;
     return s;
   }
+  void note_internal_fault(char const* doing, char const* what, cqe_syndrome reported) noexcept {
+    std::lock_guard lk(fault_mu_);
+    if (!internal_fault_.empty()) return;
+    try {
+      std::string_view why(what);
+      if (why.starts_with(model_prefix)) why.remove_prefix(model_prefix.size());  // said once, below
+      internal_fault_ =
+          std::string(doing) + ": " + std::string(why) + " (completed with " + cqe_syndrome_name(synd(reported)) + ")";
+    } catch (...) {
+      return;  // no memory for the message: the completion still reports the failure
+    }
+    std::fprintf(stderr, "%.*s%s\n", static_cast<int>(model_prefix.size()), model_prefix.data(),
+                 internal_fault_.c_str());
+  }
+  static constexpr std::string_view model_prefix = "gpucomm::verbs_gpu::model: ";
   static void check(cudaError_t e, char const* what) {
     if (e != cudaSuccess) {
-      throw std::runtime_error(std::string("gpucomm::verbs_gpu::model: ") + what + " failed: " + cudaGetErrorString(e));
+      throw std::runtime_error(std::string(model_prefix) + what + " failed: " + cudaGetErrorString(e));
     }
   }
   void read_mem(region const& r, std::uint64_t addr, void* dst, std::size_t len) {
@@ -1113,10 +1147,11 @@ class nic {
         } else {
           try {
             o = execute(q, index, c, ds);
-          } catch (std::exception const&) {
+          } catch (std::exception const& e) {
             // Memory the region covers could not be accessed (a cudaMemcpy failed, e.g. on a part
             // of the heap that is not mapped): a protection error for this WQE, as hardware would
             // report a translation failure; never an exception out of progress().
+            note_internal_fault("executing a WQE", e.what(), cqe_syndrome::local_prot_err);
             o = outcome{};
             o.syndrome = synd(cqe_syndrome::local_prot_err);
           }
@@ -1166,6 +1201,8 @@ class nic {
   // Guarded by streams_mu_.
   std::mutex streams_mu_;
   std::map<int, cudaStream_t> streams_;
+  std::mutex fault_mu_;
+  std::string internal_fault_;  ///< guarded by fault_mu_
   // Statistics bumped by responders, which do not hold mu_.
   std::atomic<std::uint64_t> atomics_{0}, served_{0};
   std::atomic<bool> running_{false};
