@@ -22,7 +22,9 @@
 # default: soak and soak_<transport>, the differential soak alone (gpucomm_gpu_soak[_<transport>]),
 # which builds fast; with GPUCOMM_SOAK_OPS set it runs long (docs/reliability.md).
 # --test-spec: a Catch2 test spec the tests step passes to every suite (default: every test), to
-# run one part of the suites in every layout, e.g. "[soak]" for the differential soak alone.
+# run one part of the suites in every layout, e.g. "[soak]" for the differential soak alone, or
+# "add_fields*" for the test cases whose names start so (quote a name with spaces: "\"a name\"").
+# A step whose spec matches no test case fails.
 # --gpus: the GPUs the round may use, as nvidia-smi numbers them (default all); a run on n GPUs takes
 # the first n of them, the demo and the examples see them all; not with the bench step, which
 # measures every GPU of the machine. Two rounds on disjoint GPUs of one machine can run at the same
@@ -228,6 +230,11 @@ run() {
   fi
   local tail_line
   tail_line=$(grep -E "All tests passed|test cases:|assertions:|tests passed|OK$|WRONG|ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -n 2 | tr '\n' ' ')
+  # Catch2 exits 0 when its test spec matches no test case: a step that tested nothing fails.
+  if [ $rc -eq 0 ] && grep -q "No tests ran" "$log"; then
+    rc=1
+    tail_line="no test case matched (Catch2: $(sed "s/\x1b\[[0-9;]*m//g" "$log" | grep -m1 -o "No test cases matched.*"))"
+  fi
   if [ $rc -eq 0 ]; then note "PASS  $name ($((SECONDS - start)) s) $tail_line"
   else note "FAIL  $name (exit $rc, $((SECONDS - start)) s) $tail_line"; status=1; tail -n 40 "$log"; fi
   save_logs
@@ -337,7 +344,8 @@ mpi_shared() {
 }
 # mpi_run N P SUITE: SUITE under mpirun with P processes on each of GPUs 0..N-1.
 mpi_run() {
-  local name cmd=("$build/tests/$3" --order decl "${test_spec}~[verbs]~[failure]")
+  # The exclusions first: Catch2 matches nothing for a name pattern followed by "~[tag]".
+  local name cmd=("$build/tests/$3" --order decl "~[verbs]~[failure]${test_spec}")
   name="${3#gpucomm_gpu_}-mpi-$(layout "$1" "$2")"
   export GPUCOMM_TEST_PES_PER_GPU=$2
   if [ "$2" -ge 2 ]; then mpi_shared "$name" $(($1 * $2)) "${cmd[@]}"
