@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -119,10 +120,18 @@ inline std::unique_ptr<gpucomm::world>& world_slot() {
   return w;
 }
 
-/// Options of the shared test world: 1 GiB of heap per PE.
+/// The PEs of the world make_world builds in this process's mode.
+inline int test_world_npes() {
+  return under_mpi() ? std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE"))
+                     : static_cast<int>(single_process_devices().size());
+}
+
+/// Options of the shared test world: 1 GiB of heap per PE, 160 MiB per PE of the world where that
+/// is more (above 6 PEs): the largest cases hold two buffers of npes x 64 MiB (P2PCopy's 64 MiB puts
+/// and gets). The heap is reserved address space; only what the tests allocate is backed.
 inline gpucomm::world_options test_world_options() {
   gpucomm::world_options o;
-  o.heap_bytes = std::size_t{1} << 30;
+  o.heap_bytes = std::max(std::size_t{1} << 30, static_cast<std::size_t>(test_world_npes()) * (std::size_t{160} << 20));
   return o;
 }
 
@@ -133,8 +142,7 @@ inline std::unique_ptr<gpucomm::world> make_world(gpucomm::world_options options
   std::unique_ptr<gpucomm::world> w;
 #if GPUCOMM_TEST_TRANSPORT == 3 || GPUCOMM_TEST_TRANSPORT == 7
   if (!options.load_store_filter && (GPUCOMM_TEST_TRANSPORT == 3 || proxy_split())) {
-    int const npes = under_mpi() ? std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE"))
-                                 : static_cast<int>(single_process_devices().size());
+    int const npes = test_world_npes();
     options.load_store_filter = [npes](int i, int j) { return same_half(npes, i, j); };
   }
 #endif

@@ -223,7 +223,7 @@ TEST_CASE("P2PCopy: 64 MiB puts and gets through the default staging", "[gpu][p2
   std::uint64_t salt = 7600;
   for (int op = 0; op < a_op_count; ++op)
     run_align<mk_block, gpucomm::P2PCopy>(64 * MiB + 5, op, false, 1024, salt++,
-                                          1);  // one job per PE: npes x 64 MiB fits the 1 GiB test heap
+                                          1);  // one job per PE: npes x 64 MiB, twice (harness.cuh sizes the heap)
 }
 
 TEST_CASE("sanitize: P2PCopy alignment matrix, a few sizes", "[gpu][p2p][put][get][sanitize]") {
