@@ -858,6 +858,13 @@ def docs_main(argv):
     print(f"wrote the results section of {a.out} from {a.results}")
 
 
+def sweep_mode(quick, command):
+    """What the run swept: "quick", "named-cases" (bench.sh --cases: only some cases) or "full"."""
+    if quick:
+        return "quick"
+    return "named-cases" if " --cases" in (command or "") else "full"
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "verbs-rows":
         return verbs_rows_main(sys.argv[2:])
@@ -905,7 +912,7 @@ def main():
         "command": a.command,
         "note": a.note,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "mode": "quick" if a.quick else "full",
+        "mode": sweep_mode(a.quick, a.command),
         "seconds": a.seconds,
         "machine": machine_desc,
         "environment": {k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "NVSHMEM_DISABLE_NVLS",

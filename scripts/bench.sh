@@ -3,6 +3,9 @@
 # library found (NVSHMEM, NCCL) and the verbs_gpu posting benchmark (GPU 0, software NIC model),
 # in one go:
 #   scripts/bench.sh [--quick] [--gpus N] [--budget-s S] [--skip-build] [--no-profile] [--smoke]
+#                    [--cases "reduce_scatter alltoallv"]
+# --cases: only the named cases (as the results name them: barrier, put_bw, allreduce, ...), at
+# every PE count they run at, e.g. to finish the sweeps a budget cut; the stem ends in -cases.
 # --smoke: for a one-GPU machine. Only the point-to-point bandwidth and ping-pong cases of
 # NVLinkStore and P2PCopy, with two PEs sharing GPU 0, the raw copy references local -> local, and
 # gpucomm's device collectives with 2 and 4 PEs sharing GPU 0 (8 B .. 64 MiB); no peers (they need a
@@ -26,6 +29,7 @@ budget=""
 skip_build=0
 profile=1
 smoke=0
+only_cases=""
 command_line="scripts/bench.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -35,7 +39,8 @@ while [ $# -gt 0 ]; do
     --skip-build) skip_build=1 ;;
     --no-profile) profile=0 ;;
     --smoke) smoke=1 ;;
-    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
+    --cases) only_cases=$2; shift ;;
+    -h|--help) sed -n 2,18p "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -60,7 +65,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then visible=$(nvidia-smi -L 2>/dev/nu
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')
 [ -z "$gpu_name" ] && gpu_name=unknown-gpu
 stamp=$(date -u +%Y-%m-%d)
-stem="${stamp}-${gpu_name}-${gpus}gpu$([ $quick = 1 ] && echo -quick)$([ $smoke = 1 ] && echo -smoke)"
+stem="${stamp}-${gpu_name}-${gpus}gpu$([ $quick = 1 ] && echo -quick)$([ $smoke = 1 ] && echo -smoke)$([ -n "$only_cases" ] && echo -cases)"
 results=benchmarks/results
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpucomm-bench.XXXXXX")
 rows=$work/rows.jsonl
@@ -74,6 +79,7 @@ record() {  # record CASE LIBRARY NPES RC SECONDS NOTE
   printf '{"case":"%s","library":"%s","npes":%s,"rc":%s,"seconds":%s,"note":"%s"}\n' "$1" "$2" "$3" "$4" "$5" "$6" >>"$status"
 }
 skip_row() {  # skip_row LIBRARY CASE NPES NOTE: a "skipped" row for a case that cannot run on this machine
+  wanted "$2" || return 0
   printf '{"case":"%s","library":"%s","npes":%s,"ctas":0,"size":0,"metric":"latency","unit":"us","status":"skipped","note":"%s"}\n' \
     "$2" "$1" "$3" "$4" >>"$rows"
 }
@@ -117,8 +123,10 @@ nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -
 # ---- cases ---------------------------------------------------------------------------------------------
 # run_case LIBRARY CASE NPES TIMEOUT COMMAND...: runs under a timeout (cut to what the budget has
 # left), with its own --budget-s so it stops sweeping before the timeout would kill it.
+wanted() { [ -z "$only_cases" ] || [[ " $only_cases " == *" $1 "* ]]; }  # wanted CASE: not excluded by --cases
 run_case() {
   local lib=$1 name=$2 npes=$3 limit=$4; shift 4
+  wanted "$name" || return 0
   local left; left=$(remaining)
   if [ "$left" -lt 15 ]; then
     echo "skip $lib $name (npes $npes): time budget spent"
@@ -151,6 +159,7 @@ nvshmem_ok() { have bench_nvshmem && [ ${#mpi[@]} -gt 0 ]; }
 # drain-only consumer (no NIC involved). Its own JSON becomes rows through report.py verbs-rows; a
 # failure or a timeout becomes an error row, and the sweep goes on.
 run_verbs() {
+  wanted verbs_posting || return 0
   local limit=$1 left; left=$(remaining)
   if [ "$left" -lt 15 ]; then
     echo "skip gpucomm verbs_posting: time budget spent"
@@ -181,7 +190,7 @@ fi
 
 # IBGDAPost through the software NIC model (GPUs 0 and 1): device-side cost per operation, and
 # round trips through the model. Model figures; it writes the harness's rows itself.
-if [ $smoke = 0 ] && [ "$gpus" -ge 1 ] && have ibgda/bench_ibgda_model; then
+if [ $smoke = 0 ] && [ "$gpus" -ge 1 ] && have ibgda/bench_ibgda_model && wanted ibgda_model; then
   left=$(remaining)
   if [ "$left" -lt 15 ]; then
     record ibgda_model gpucomm 2 -1 0 "not run: time budget spent"
@@ -265,7 +274,7 @@ else
       run_case cuda "$c" 2 "$lat_limit" "$build/benchmarks/bench_cuda"
     done
     # Hardware counters of the copy variants at 1 and 4 CTAs (one launch each, not timed).
-    if [ $profile = 1 ] && command -v ncu >/dev/null 2>&1 && [ "$(remaining)" -ge 60 ]; then
+    if [ $profile = 1 ] && wanted copy_profile && command -v ncu >/dev/null 2>&1 && [ "$(remaining)" -ge 60 ]; then
       echo "== ncu: copy variants (limit 120s)"
       metrics=gpu__time_duration.sum,l1tex__m_l1tex2xbar_req_cycles_active.max.pct_of_peak_sustained_elapsed
       metrics+=,l1tex__m_l1tex2xbar_write_bytes.sum,l1tex__m_xbar2l1tex_read_bytes.sum

@@ -22,6 +22,14 @@ def row(case, variant, value, **kw):
     return r
 
 
+class SweepModeTest(unittest.TestCase):
+    def test_cases_runs_are_not_called_full(self):
+        self.assertEqual(report.sweep_mode(0, "scripts/bench.sh --skip-build"), "full")
+        self.assertEqual(report.sweep_mode(1, "scripts/bench.sh --quick"), "quick")
+        self.assertEqual(report.sweep_mode(0, "scripts/bench.sh --cases alltoallv"), "named-cases")
+        self.assertEqual(report.sweep_mode(0, None), "full")
+
+
 class NcuTest(unittest.TestCase):
     def write(self, directory, name, text):
         path = os.path.join(directory, name)
