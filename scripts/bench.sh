@@ -5,7 +5,8 @@
 #   scripts/bench.sh [--quick] [--gpus N] [--budget-s S] [--skip-build] [--no-profile] [--smoke]
 #                    [--cases "reduce_scatter alltoallv"]
 # --cases: only the named cases (as the results name them: barrier, put_bw, allreduce, ...), at
-# every PE count they run at, e.g. to finish the sweeps a budget cut; the stem ends in -cases.
+# every PE count they run at, e.g. to finish the sweeps a budget cut; the stem ends in -cases. A
+# name that matches no case of the sweep is reported, and the script exits 2 after the others ran.
 # --smoke: for a one-GPU machine. Only the point-to-point bandwidth and ping-pong cases of
 # NVLinkStore and P2PCopy, with two PEs sharing GPU 0, the raw copy references local -> local, and
 # gpucomm's device collectives with 2 and 4 PEs sharing GPU 0 (8 B .. 64 MiB); no peers (they need a
@@ -40,7 +41,7 @@ while [ $# -gt 0 ]; do
     --no-profile) profile=0 ;;
     --smoke) smoke=1 ;;
     --cases) only_cases=$2; shift ;;
-    -h|--help) sed -n 2,18p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,19p "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -320,6 +321,14 @@ else
   done
 fi
 
+# --cases: a name that matched no case of this machine's sweep is a mistake; say so, and exit 2 at
+# the end (the cases that did run are reported all the same).
+unmatched=""
+for c in $only_cases; do
+  grep -q "\"case\":\"$c\"" "$status" || unmatched+=" $c"
+done
+[ -n "$unmatched" ] && echo "--cases: no case of this sweep is named$unmatched (names as in the results' case column)" >&2
+
 # ---- report --------------------------------------------------------------------------------------------
 if [ -n "$python" ]; then
   "$python" benchmarks/report.py --rows "$rows" --status "$status" --machine "$machine" --topo "$work/topo.txt" \
@@ -345,3 +354,4 @@ if [ -n "${OUT:-}" ]; then
 fi
 echo "done in $(elapsed)s: $results/$stem.{json,md}"
 ls "$results" | grep -F "$stem" || true
+[ -z "$unmatched" ] || exit 2
