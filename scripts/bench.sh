@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
     --no-profile) profile=0 ;;
     --smoke) smoke=1 ;;
     --cases) only_cases=$2; shift ;;
-    -h|--help) sed -n 2,19p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,21p "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
