@@ -284,13 +284,19 @@ TEST_CASE(
   if (w->is_local(target)) {
     CHECK(seen >= 1);
     CHECK(is_kernel_failure(o.error));
-  } else {
+  } else if (w->is_local(0)) {
     // PE 0's own process: its kernel ended; the failed queue is reported, naming PE 0 and the
     // target. The put's REMOTE_ACCESS_ERR, or the flush error of the signal behind it, which the
     // NIC completes right after and which overwrites the CQ's one entry (docs/reliability.md).
     CHECK(seen == 0);
     CHECK_THAT(o.error, Catch::Contains("IBGDAPost on PE 0") && Catch::Contains("to PE " + std::to_string(target)) &&
                             (Catch::Contains("REMOTE_ACCESS_ERR") || Catch::Contains("WR_FLUSH_ERR")));
+  } else {
+    // A process of idle PEs only (three processes or more): nothing of it waited, so nothing is
+    // reported and its synchronize finds no error, unless the target's trap reached its kernels
+    // through MPS on a GPU they share (its kernels had ended by then, but MPS may still report it).
+    CHECK(seen == 0);
+    CHECK((o.error == "(no error)" || (gpu_shared_with_another_process(*w) && is_kernel_failure(o.error))));
   }
   w->bootstrap().barrier();
 }
