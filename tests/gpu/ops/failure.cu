@@ -7,9 +7,10 @@
 // A kernel's fault loses the CUDA context of its GPU for the rest of the process, and under MPS
 // for every process sharing that GPU (the MPS server then takes no new client until they have all
 // exited). So every case here is hidden ([.failure]) and runs alone in fresh processes:
-// scripts/lib/one-per-process.sh, from scripts/gpu-round.sh, in one process with 1, 2 and 4 PEs
-// on a GPU and as 2 processes sharing it. The world of a case is never destroyed: nothing can be
-// freed in a lost context, and the process ends right after.
+// scripts/lib/one-per-process.sh, from scripts/gpu-round.sh, in every layout of the round: one
+// process with one or more PEs per GPU, and one process per PE (sharing GPUs under MPS). The world
+// of a case is never destroyed: nothing can be freed in a lost context, and the process ends right
+// after.
 #include <unistd.h>
 
 #include <cstdio>
