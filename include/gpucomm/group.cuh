@@ -17,7 +17,9 @@
 //
 // Rules: a group's threads all belong to one CTA; `sync()` synchronises exactly the group's
 // threads and orders their memory accesses at least at CTA scope (as __syncthreads, __syncwarp
-// and cooperative_groups' sync() do).
+// and cooperative_groups' sync() do). The lanes of a warp may reach `sync()` at different times
+// (the leader often works alone first): a user group of whole warps built on a CTA or named
+// barrier should gather each warp (__syncwarp) before it, as group_sync does for a thread_block.
 
 #if defined(__CUDACC__)
 #include <cooperative_groups.h>
@@ -114,11 +116,40 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE bool is_leader(G const& g) {
   return group_rank(g) == 0;
 }
 
+#if defined(__CUDACC__)
+namespace detail {
+/// The lanes of the calling thread's warp that exist in its CTA (all 32 but in a last, partial warp).
+__device__ GPUCOMM_FORCEINLINE unsigned warp_lanes_in_block() {
+  unsigned const threads = blockDim.x * blockDim.y * blockDim.z;
+  unsigned const first = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & ~31u;
+  return threads - first >= 32 ? ~0u : (1u << (threads - first)) - 1u;
+}
+}  // namespace detail
+#endif
+
 /// Synchronise g's threads (nothing for a group of one).
+///
+/// A whole CTA gathers each warp first (__syncwarp over the warp's lanes), then takes the CTA
+/// barrier. gpucomm's operations have the leader, or a few lanes, work or wait alone while the
+/// group's other threads go on to its next sync, so a warp reaches that barrier in parts. With
+/// the barrier alone, CTA barriers reached that way completed out of step on an H100 (CUDA 13.0):
+/// some warps passed a barrier instance before the leader's warp had arrived at it, e.g. reading
+/// the barrier's epoch after the leader had already advanced it (tests/results/
+/// 2026-11-27-route-barrier-diagnosis.txt). Gathered warps arrive whole, and the instances pair.
 GPUCOMM_EXEC_CHECK_DISABLE
 template <group G>
 GPUCOMM_HD GPUCOMM_FORCEINLINE void group_sync(G const& g) {
-  if constexpr (group_static_size_v<G> != 1) g.sync();
+#if defined(__CUDACC__)
+  if constexpr (std::is_same_v<std::remove_cvref_t<G>, cooperative_groups::thread_block>) {
+#if defined(__CUDA_ARCH__)
+    __syncwarp(detail::warp_lanes_in_block());
+#endif
+    g.sync();
+  } else
+#endif
+  if constexpr (group_static_size_v<G> != 1) {
+    g.sync();
+  }
 }
 
 #if defined(__CUDACC__)
@@ -139,9 +170,9 @@ GPUCOMM_DEVICE GPUCOMM_FORCEINLINE T broadcast_from_leader(G const& g, T value) 
     // slot before every thread has read it.
     __shared__ T slot;
     if (is_leader(g)) slot = value;
-    g.sync();
+    group_sync(g);
     T const result = slot;
-    g.sync();
+    group_sync(g);
     return result;
   } else {
     static_assert(broadcasting_group<G>,
