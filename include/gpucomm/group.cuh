@@ -133,8 +133,8 @@ __device__ GPUCOMM_FORCEINLINE unsigned warp_lanes_in_block() {
 /// barrier. gpucomm's operations have the leader, or a few lanes, work or wait alone while the
 /// group's other threads go on to its next sync, so a warp reaches that barrier in parts. With
 /// the barrier alone, CTA barriers reached that way completed out of step on an H100 (CUDA 13.0):
-/// some warps passed a barrier instance before the leader's warp had arrived at it, e.g. reading
-/// the barrier's epoch after the leader had already advanced it (tests/results/
+/// threads passed a barrier instance before the leader had arrived at it, and read the barrier's
+/// epoch after the leader had already advanced it (tests/results/
 /// 2026-11-27-route-barrier-diagnosis.txt). Gathered warps arrive whole, and the instances pair.
 GPUCOMM_EXEC_CHECK_DISABLE
 template <group G>
