@@ -139,15 +139,12 @@ __device__ GPUCOMM_FORCEINLINE unsigned warp_lanes_in_block() {
 GPUCOMM_EXEC_CHECK_DISABLE
 template <group G>
 GPUCOMM_HD GPUCOMM_FORCEINLINE void group_sync(G const& g) {
-#if defined(__CUDACC__)
-  if constexpr (std::is_same_v<std::remove_cvref_t<G>, cooperative_groups::thread_block>) {
-#if defined(__CUDA_ARCH__)
-    __syncwarp(detail::warp_lanes_in_block());
-#endif
-    g.sync();
-  } else
-#endif
   if constexpr (group_static_size_v<G> != 1) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (std::is_same_v<std::remove_cvref_t<G>, cooperative_groups::thread_block>) {
+      __syncwarp(detail::warp_lanes_in_block());
+    }
+#endif
     g.sync();
   }
 }
