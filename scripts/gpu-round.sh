@@ -37,8 +37,9 @@
 # step's name gives the layout as GPUs and PEs in all: tests_route-one-process-1gpu-4pe is four PEs
 # on one GPU, tests-mpi-2gpu-4pe four processes on two GPUs. The test binaries take the layout from
 # GPUCOMM_TEST_PES_PER_GPU, which the round sets for each run (a caller's value is ignored).
-# With n = 1 each op suite's [barrier] cases also run with 5 and 8 PEs on the GPU
-# (tests_route-barrier-one-process-1gpu-8pe), worlds the 2- and 4-GPU layouts reach with p = 4.
+# With n = 1 and one-process runs asked for, each op suite's [barrier] cases also run with 5 and 8
+# PEs on the GPU (tests_route-barrier-one-process-1gpu-8pe), worlds the 2- and 4-GPU layouts reach
+# with p = 4.
 # mpirun runs whose processes share a GPU run under the CUDA MPS control daemon, without which
 # their kernels would time-slice: the round starts its own (pipe and log directories in its logs,
 # nothing global) around those runs and quits it afterwards, also on failure or interrupt; it uses
@@ -403,7 +404,8 @@ if has_step tests; then
       # PEs there, worlds whose blocks take more than one warp's share of a round's words and flags
       # (route<>'s barrier stalled and read early at 5 to 8 PEs until group_sync gathered each warp:
       # tests/results/2026-11-27-route-barrier-diagnosis.txt).
-      if [ "$n" -eq 1 ] && failure_suite "$suite"; then
+      # They are one-process runs: a round that asks for none (--pes-per-gpu "") skips them too.
+      if [ "$n" -eq 1 ] && [ -n "${pes_per_gpu// /}" ] && failure_suite "$suite"; then
         for p in 5 8; do
           run "${suite#gpucomm_gpu_}-barrier-one-process-$(layout "$n" "$p")" \
               env GPUCOMM_TEST_PES_PER_GPU="$p" "$build/tests/$suite" --order decl "[barrier]"
