@@ -183,22 +183,39 @@ skipped=0
 step_pid=""
 current_step=""
 skip() { note "SKIP  $1 ($2)"; skipped=$((skipped + 1)); }
-# stacks_of PID: the call stacks of PID's descendants that are this round's binaries (every thread,
-# through gdb where it is installed, else the kernel's wait channel of each thread), for a step
-# about to be killed for hanging: the log then says where each process waited.
+# stacks_of PID: where each of PID's descendants that are this round's binaries waits, for a step
+# about to be killed for hanging. First every thread's state and kernel wait channel from /proc (at
+# once, and it works where no debugger can attach); then every thread's call stack through gdb (or
+# cuda-gdb), all processes at once with 15 s each, so that the 20 s before the kill reach them all:
+# one after another, a debugger that cannot attach (cuda-gdb under MPS: "Late attach is not
+# supported") spent the whole window on the first process.
 stacks_of() {
-  local p exe gdb_bin
+  local p exe gdb_bin t dir
+  local -a procs=() debuggers=()
   gdb_bin=$(command -v gdb || command -v cuda-gdb || true)
   for p in $(descendants "$1"); do
     exe=$(readlink "/proc/$p/exe" 2>/dev/null) || continue
-    [[ $exe == "$PWD/$build/"* ]] || continue
-    echo "== stacks of process $p ($(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-200))"
-    if [ -n "$gdb_bin" ]; then
-      timeout 60 "$gdb_bin" -p "$p" -batch -ex "thread apply all bt" 2>&1 | grep -E '^(Thread|#)' | head -n 400
-    else
-      for t in /proc/"$p"/task/*; do echo "thread ${t##*/}: $(cat "$t/comm" 2>/dev/null) waits in $(cat "$t/wchan" 2>/dev/null)"; done
-    fi
+    [[ $exe == "$PWD/$build/"* ]] && procs+=("$p")
   done
+  for p in "${procs[@]}"; do
+    echo "== threads of process $p ($(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-200))"
+    for t in /proc/"$p"/task/*; do
+      echo "thread ${t##*/} $(cat "$t/comm" 2>/dev/null): state $(awk '{print $3}' "$t/stat" 2>/dev/null), waits in $(cat "$t/wchan" 2>/dev/null)"
+    done
+  done
+  [ -n "$gdb_bin" ] && [ ${#procs[@]} -gt 0 ] || return 0
+  dir=$(mktemp -d)
+  for p in "${procs[@]}"; do
+    timeout 15 "$gdb_bin" -p "$p" -batch -ex "thread apply all bt" > "$dir/$p" 2>&1 &
+    debuggers+=($!)
+  done
+  wait "${debuggers[@]}"
+  for p in "${procs[@]}"; do
+    echo "== stacks of process $p ($(basename "$gdb_bin"))"
+    grep -E '^(Thread|#)' "$dir/$p" | head -n 400
+    grep -q '^#' "$dir/$p" || { echo "(no stack; the debugger said:)"; grep -v '^$' "$dir/$p" | tail -n 5; }
+  done
+  rm -rf "$dir"
 }
 descendants() {
   local c
