@@ -405,14 +405,25 @@ measured measure(plan const& p, collective const& coll, Run&& run, Value&& value
     // Warm up with one iteration first: a kernel's first launch on a device also loads its module
     // (CUDA loads lazily), which would make the calibration launch look slow and the point run with
     // too few iterations. Then calibrate: one iteration, and 32 if one is too short to time well.
-    // Every process takes the same branch (run() may hold collective calls).
+    // Every process takes the same branch and makes the same launches, whatever it measured
+    // (run() may hold collective calls).
     run(1);
-    double per_iter = slowest(run(1));
+    // Each calibration takes the fastest of a few launches, the least disturbed: with one launch, a
+    // single slow one made a point on 4 x H100 run 11 iterations where its neighbours ran ~350, so
+    // the launch's fixed cost dominated and it reported 84 GB/s instead of ~214. (A slow launch of
+    // one iteration also skips the 32-iteration calibration, as it no longer looks too short.)
+    constexpr int calibration_launches = 3;
+    auto fastest_per_iter = [&](int calibration_iters) {
+      double fastest = -1;
+      for (int launch = 0; launch < calibration_launches; ++launch) {
+        double const t = slowest(run(calibration_iters));
+        if (t >= 0 && (fastest < 0 || t < fastest)) fastest = t;
+      }
+      return fastest < 0 ? -1.0 : fastest / calibration_iters;
+    };
+    double per_iter = fastest_per_iter(1);
     bool const too_short = per_iter >= 0 && per_iter < 0.05;
-    if (!coll.all(!too_short)) {
-      double const t = slowest(run(32));
-      per_iter = t < 0 ? -1.0 : t / 32.0;
-    }
+    if (!coll.all(!too_short)) per_iter = fastest_per_iter(32);
     int local = 0;
     if (per_iter >= 0) {
       double const want = per_iter > 0 ? p.target_ms / per_iter : p.max_iters;
