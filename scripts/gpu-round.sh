@@ -48,7 +48,9 @@
 # mode is never changed. The sanitizers run with two PEs: on GPUs 0 and 1, or twice on GPU 0 of a
 # one-GPU machine (there the NIC-model suites run as two processes under MPS; see the step).
 # Environment: OUT, GPUCOMM_STEP_TIMEOUT (seconds a step may take, default 900), GPUCOMM_COMMIT
-# (the commit named in the summary, default git's HEAD).
+# (the commit named in the summary, default git's HEAD), GPUCOMM_STACK_TOOL (the command that
+# prints a hung process's call stacks, given its PID last; default eu-stack -p, gdb or cuda-gdb,
+# whichever is installed first).
 # Catch2 is taken from .deps/catch2 (Debian's package unpacked there) when the machine has none.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -185,14 +187,22 @@ current_step=""
 skip() { note "SKIP  $1 ($2)"; skipped=$((skipped + 1)); }
 # stacks_of PID: where each of PID's descendants that are this round's binaries waits, for a step
 # about to be killed for hanging. First every thread's state and kernel wait channel from /proc (at
-# once, and it works where no debugger can attach); then every thread's call stack through gdb (or
-# cuda-gdb), all processes at once with 15 s each, so that the 20 s before the kill reach them all:
-# one after another, a debugger that cannot attach (cuda-gdb under MPS: "Late attach is not
-# supported") spent the whole window on the first process.
+# once, and it works where no debugger can attach); then every thread's call stack (stack_tool),
+# all processes at once with 15 s each, so that the 20 s before the kill reach them all: one after
+# another, a debugger that cannot attach (cuda-gdb under MPS: "Late attach is not supported") spent
+# the whole window on the first process. eu-stack and gdb attach as host debuggers only (ptrace,
+# without CUDA's debugger backend, which is what refuses under MPS); not yet tried under MPS.
+stack_tool() {
+  if [ -n "${GPUCOMM_STACK_TOOL:-}" ]; then echo "$GPUCOMM_STACK_TOOL"
+  elif command -v eu-stack > /dev/null; then echo "eu-stack -p"
+  elif command -v gdb > /dev/null; then echo "gdb -batch -ex 'thread apply all bt' -p"
+  elif command -v cuda-gdb > /dev/null; then echo "cuda-gdb -batch -ex 'thread apply all bt' -p"
+  fi
+}
 stacks_of() {
-  local p exe gdb_bin t dir
+  local p exe tool t dir
   local -a procs=() debuggers=()
-  gdb_bin=$(command -v gdb || command -v cuda-gdb || true)
+  tool=$(stack_tool)
   for p in $(descendants "$1"); do
     exe=$(readlink "/proc/$p/exe" 2>/dev/null) || continue
     [[ $exe == "$PWD/$build/"* ]] && procs+=("$p")
@@ -203,17 +213,17 @@ stacks_of() {
       echo "thread ${t##*/} $(cat "$t/comm" 2>/dev/null): state $(awk '{print $3}' "$t/stat" 2>/dev/null), waits in $(cat "$t/wchan" 2>/dev/null)"
     done
   done
-  [ -n "$gdb_bin" ] && [ ${#procs[@]} -gt 0 ] || return 0
+  [ -n "$tool" ] && [ ${#procs[@]} -gt 0 ] || return 0
   dir=$(mktemp -d)
   for p in "${procs[@]}"; do
-    timeout 15 "$gdb_bin" -p "$p" -batch -ex "thread apply all bt" > "$dir/$p" 2>&1 &
+    eval "timeout 15 $tool $p" > "$dir/$p" 2>&1 &
     debuggers+=($!)
   done
   wait "${debuggers[@]}"
   for p in "${procs[@]}"; do
-    echo "== stacks of process $p ($(basename "$gdb_bin"))"
-    grep -E '^(Thread|#)' "$dir/$p" | head -n 400
-    grep -q '^#' "$dir/$p" || { echo "(no stack; the debugger said:)"; grep -v '^$' "$dir/$p" | tail -n 5; }
+    echo "== stacks of process $p (${tool%% *})"
+    grep -E '^(Thread|TID|#)' "$dir/$p" | head -n 400
+    grep -q '^#' "$dir/$p" || { echo "(no stack; the tool said:)"; grep -v '^$' "$dir/$p" | tail -n 5; }
   done
   rm -rf "$dir"
 }
