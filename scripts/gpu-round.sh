@@ -196,7 +196,8 @@ stack_tool() {
   if [ -n "${GPUCOMM_STACK_TOOL:-}" ]; then echo "$GPUCOMM_STACK_TOOL"
   elif command -v eu-stack > /dev/null; then echo "eu-stack -p"
   elif command -v gdb > /dev/null; then echo "gdb -batch -ex 'thread apply all bt' -p"
-  elif command -v cuda-gdb > /dev/null; then echo "cuda-gdb -batch -ex 'thread apply all bt' -p"
+  # cuda-gdb takes a lock file that would let only one of the parallel sessions attach.
+  elif command -v cuda-gdb > /dev/null; then echo "cuda-gdb --cuda-use-lockfile=0 -batch -ex 'thread apply all bt' -p"
   fi
 }
 stacks_of() {
@@ -207,13 +208,14 @@ stacks_of() {
     exe=$(readlink "/proc/$p/exe" 2>/dev/null) || continue
     [[ $exe == "$PWD/$build/"* ]] && procs+=("$p")
   done
+  [ ${#procs[@]} -gt 0 ] || return 0
   for p in "${procs[@]}"; do
     echo "== threads of process $p ($(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-200))"
     for t in /proc/"$p"/task/*; do
       echo "thread ${t##*/} $(cat "$t/comm" 2>/dev/null): state $(awk '{print $3}' "$t/stat" 2>/dev/null), waits in $(cat "$t/wchan" 2>/dev/null)"
     done
   done
-  [ -n "$tool" ] && [ ${#procs[@]} -gt 0 ] || return 0
+  [ -n "$tool" ] || return 0
   dir=$(mktemp -d)
   for p in "${procs[@]}"; do
     eval "timeout 15 $tool $p" > "$dir/$p" 2>&1 &
