@@ -7,8 +7,8 @@
 # compute-sanitizer over the [sanitize] subset, the verbs_gpu tests and the IBGDAPost/route cases,
 # and optionally the benchmark suite. Each step's log and a summary go to $OUT (default
 # ./gpu-round-out): summary.txt and gpu-round-logs.tgz, the latter renewed after every step (a round
-# cut short keeps the logs of the steps it finished). A step killed for hanging has the call stacks
-# of its processes at the end of its log.
+# cut short keeps the logs of the steps it finished, and what the step it was in had printed). A
+# step killed for hanging has the call stacks of its processes at the end of its log.
 #
 #   scripts/gpu-round.sh [--steps build,demo,tests,sanitize,bench] [--counts "1 2 4"] [--gpus 0,1]
 #                        [--pes-per-gpu "1 2 4"] [--mpi-pes-per-gpu "1 2"] [--quick-bench]
@@ -42,7 +42,9 @@
 # with p = 4.
 # mpirun runs whose processes share a GPU run under the CUDA MPS control daemon, without which
 # their kernels would time-slice: the round starts its own (pipe and log directories in its logs,
-# nothing global) around those runs and quits it afterwards, also on failure or interrupt; it uses
+# nothing global) around those runs and quits it afterwards, also on failure or interrupt, and starts
+# it afresh after a step it had to kill at the step's time limit (that step's kernels can be left
+# in the server and fault the next step's clients); it uses
 # a daemon that is already reachable and leaves that one running; where nvidia-cuda-mps-control
 # is missing, those runs are reported as SKIP and the overall line says so. The GPU's compute
 # mode is never changed. The sanitizers run with two PEs: on GPUs 0 and 1, or twice on GPU 0 of a
@@ -309,6 +311,7 @@ on_signal() {
   trap - INT TERM
   if [ -n "$step_pid" ]; then kill -TERM "$step_pid" 2>/dev/null; wait "$step_pid"; fi
   note "STOP  interrupted by SIG$1${current_step:+ during $current_step}; the logs so far are in $logs"
+  save_logs  # the interrupted step's log too: what it printed until then
   exit $((128 + $2))
 }
 trap mps_stop EXIT
@@ -373,6 +376,20 @@ mpi_shared() {
     if [ ${#mps_vars[@]} -gt 0 ] || [ -n "${!v+set}" ]; then mps_x+=(-x "$v"); fi
   done
   run "$name" env "${mps_vars[@]}" "${mpi[@]}" "${mps_x[@]}" -np "$np" "$@"
+  local rc=$?
+  mps_renew_after "$name" $rc
+  return $rc
+}
+# mps_renew_after NAME RC: a step under our MPS daemon that was killed at its time limit (RC 124
+# or 137) can leave its kernels on the GPUs inside the daemon's server, and their faults then take
+# down the next step's clients (2026-11-27: route<> at 4gpu-8pe cut at 250 s mid-kernel; the
+# failure cases after it died of "fatal GPU error" on every GPU about 10 s later, before their own
+# kernels ran). The steps after it get a fresh daemon.
+mps_renew_after() {
+  { [ "$2" -eq 124 ] || [ "$2" -eq 137 ]; } && [ "$mps_ours" -eq 1 ] || return 0
+  note "MPS   restarting the daemon: $1 was killed at its time limit"
+  mps_stop
+  mps_start || mps_ready=0
 }
 # mpi_run N P SUITE: SUITE under mpirun with P processes on each of GPUs 0..N-1.
 mpi_run() {
@@ -399,7 +416,10 @@ mpi_failures() {
   export GPUCOMM_TEST_PES_PER_GPU=$2
   run "$name" env "${mps_vars[@]}" bash scripts/lib/one-per-process.sh "$build/tests/$3" "[failure]" \
       "${mpi[@]}" "${mps_x[@]}" -np $(($1 * $2))
+  local rc=$?
   unset GPUCOMM_TEST_PES_PER_GPU
+  [ "$2" -lt 2 ] || mps_renew_after "$name" $rc
+  return $rc
 }
 if has_step tests; then
   spec_args=()
