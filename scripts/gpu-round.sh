@@ -193,7 +193,8 @@ skip() { note "SKIP  $1 ($2)"; skipped=$((skipped + 1)); }
 # all processes at once with 15 s each, so that the 20 s before the kill reach them all: one after
 # another, a debugger that cannot attach (cuda-gdb under MPS: "Late attach is not supported") spent
 # the whole window on the first process. eu-stack and gdb attach as host debuggers only (ptrace,
-# without CUDA's debugger backend, which is what refuses under MPS); not yet tried under MPS.
+# without CUDA's debugger backend, which is what refuses under MPS); eu-stack has read every
+# thread of 8 processes sharing 4 GPUs under MPS.
 stack_tool() {
   if [ -n "${GPUCOMM_STACK_TOOL:-}" ]; then echo "$GPUCOMM_STACK_TOOL"
   elif command -v eu-stack > /dev/null; then echo "eu-stack -p"
