@@ -1,5 +1,5 @@
 // gpucomm's device collectives next to NCCL's (benchmarks/nccl/main.cu runs the same cases):
-//   allreduce, allgather, alltoall, reduce_scatter   the host launchers of collectives/launch.cuh
+//   allreduce, allgather, alltoall, reduce_scatter   the host launchers of host/collectives.cuh
 //   alltoallv                                         the device alltoallv, from a kernel of ours
 // with nccl-tests' semantics (harness/collectives.cuh: the size axis, algbw, busbw), float32 sum
 // (allreduce also bf16), out of place, on the world team of one process over --npes PEs (PE i on

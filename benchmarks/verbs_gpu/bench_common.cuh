@@ -2,8 +2,8 @@
 // What the verbs_gpu benchmarks share: a CUDA call check that exits, the WQE they post, the GPU's
 // nanosecond clock, and a NIC for QPs the set-up makes with every queue in GPU memory.
 #include <gpucomm/verbs_gpu/host/setup.hpp>
-#include <gpucomm/verbs_gpu/model/nic_backend.hpp>
-#include <gpucomm/verbs_gpu/model/nic_model.hpp>
+#include <gpucomm/testing/nic_model/nic_backend.hpp>
+#include <gpucomm/testing/nic_model/nic_model.hpp>
 #include <gpucomm/verbs_gpu/verbs_gpu.cuh>
 
 #include <cuda_runtime.h>

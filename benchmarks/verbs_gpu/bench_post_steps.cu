@@ -18,8 +18,8 @@
 // usage: bench_post_steps [rounds]
 #include <gpucomm/group.cuh>
 #include <gpucomm/verbs_gpu/host/setup.hpp>
-#include <gpucomm/verbs_gpu/model/nic_backend.hpp>
-#include <gpucomm/verbs_gpu/model/nic_model.hpp>
+#include <gpucomm/testing/nic_model/nic_backend.hpp>
+#include <gpucomm/testing/nic_model/nic_model.hpp>
 #include <gpucomm/verbs_gpu/verbs_gpu.cuh>
 
 #include "bench_common.cuh"

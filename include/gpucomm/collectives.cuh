@@ -3,10 +3,10 @@
 //   broadcast, allgather, alltoall, alltoallv, reduce, allreduce, reduce_scatter
 // over any transport with put_signal, signal and quiet, in a team's workspace
 // (collectives/workspace.hpp; host/team_workspace.hpp makes one), with the reduction operations
-// of collectives/reduction.cuh; and their host launchers (collectives/launch.cuh).
+// of collectives/reduction.cuh; and their host launchers (host/collectives.cuh).
 
 #include "collectives/allgather.cuh"
-#include "collectives/launch.cuh"
+#include "host/collectives.cuh"
 #include "collectives/allreduce.cuh"
 #include "collectives/alltoall.cuh"
 #include "collectives/alltoallv.cuh"

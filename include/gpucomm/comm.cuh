@@ -21,7 +21,7 @@
 // What a transport lacks is not there: `requires { c.get(g, dst, src, n, pe); }` is false for a
 // transport without get, and a call fails to compile naming the capability
 // (gpucomm::transport_lacks<gpucomm::capability::get>). The can_* concepts of
-// transport/contract.cuh say the same. Operations a transport does not write itself (put_signal,
+// contract.cuh say the same. Operations a transport does not write itself (put_signal,
 // fence, barrier, wait_until) come from the contract, built from its primitives.
 //
 // Operations that need per-group scratch take it from the caller (scratch.hpp); none of these do,
@@ -75,8 +75,8 @@
 #include "scratch.hpp"
 #include "sym_ptr.hpp"
 #include "team.hpp"
-#include "transport/contract.cuh"
-#include "transport/transport.hpp"
+#include "contract.cuh"
+#include "transport_concept.hpp"
 
 namespace gpucomm {
 

@@ -18,6 +18,6 @@
 #include "transport/nvlink_store.cuh"
 #include "transport/p2p_copy.cuh"
 #include "transport/proxy_queue.cuh"
-#include "transport/contract.cuh"
+#include "contract.cuh"
 #include "transport/route.cuh"
-#include "transport/transport.hpp"
+#include "transport_concept.hpp"

@@ -8,7 +8,7 @@
 // output and exit status.
 #include "harness.cuh"
 
-#include <gpucomm/collectives/launch.cuh>
+#include <gpucomm/host/collectives.cuh>
 #include <gpucomm/host/team_workspace.hpp>
 #include <spawn.h>
 #include <sys/wait.h>

@@ -1,6 +1,8 @@
-// The transports' settings from options and environment variables (transport/detail/env_settings.hpp):
-// an option that is set wins, the variable is read strictly, a bad value of either throws naming it.
-#include <gpucomm/transport/detail/env_settings.hpp>
+// The transports' settings from options and environment variables (transport/ibgda_post/settings.hpp,
+// transport/proxy_queue/settings.hpp): an option that is set wins, the variable is read strictly, a bad value of either
+// throws naming it.
+#include <gpucomm/transport/ibgda_post/settings.hpp>
+#include <gpucomm/transport/proxy_queue/settings.hpp>
 
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
-// IBGDAPost's key table of the symmetric heap (transport/detail/heap_keys.hpp): the rows a block's
+// IBGDAPost's key table of the symmetric heap (transport/nic/heap_keys.hpp): the rows a block's
 // registration writes give its keys for every offset inside it and for no offset outside, checked
 // against a plain list of blocks searched one by one.
-#include <gpucomm/transport/detail/heap_keys.hpp>
+#include <gpucomm/transport/nic/heap_keys.hpp>
 
 #include <catch2/catch.hpp>
 

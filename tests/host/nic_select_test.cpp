@@ -2,7 +2,7 @@
 // hardware was asked for, and the InfiniBand device closest to a GPU is found in a PCI tree (a
 // fake sysfs built in a temporary folder).
 #include <gpucomm/host/world.hpp>
-#include <gpucomm/transport/detail/nic_select.hpp>
+#include <gpucomm/transport/nic/select.hpp>
 
 #include <catch2/catch.hpp>
 

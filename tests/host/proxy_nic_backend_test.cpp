@@ -9,7 +9,7 @@
 
 #include <gpucomm/transport/proxy_queue/detail/nic_backend.hpp>
 #include <gpucomm/verbs_gpu/host/setup.hpp>
-#include <gpucomm/verbs_gpu/model/nic_backend.hpp>
+#include <gpucomm/testing/nic_model/nic_backend.hpp>
 
 #include <algorithm>
 #include <chrono>

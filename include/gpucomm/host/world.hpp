@@ -50,7 +50,7 @@
 #include "../error.hpp"
 #include "../sym_ptr.hpp"
 #include "../team.hpp"
-#include "../transport/transport.hpp"
+#include "../transport_concept.hpp"
 #include "bootstrap.hpp"
 #include "detail/device_guard.hpp"
 #include "detail/env_count.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// A transport written only against the contract (transport/contract.cuh), for the tests: proof that
+// A transport written only against the contract (contract.cuh), for the tests: proof that
 // the contract is enough. MinimalStore provides the primitives in their plainest form and nothing
 // else: put and get copy with ordinary loads and stores (8 bytes at a time where source,
 // destination and length allow, else bytes), signal and the integer atomics are CUDA atomics at

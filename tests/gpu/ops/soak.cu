@@ -342,7 +342,7 @@ round_outcome run_round(gpucomm::world& w, soak::params const& p,
 }
 
 /// The NIC model's counters in this process (zeros for transports without one).
-gpucomm::verbs_gpu::model::nic_stats model_stats([[maybe_unused]] gpucomm::world& w) {
+gpucomm::nic_model_stats model_stats([[maybe_unused]] gpucomm::world& w) {
 #if GPUCOMM_TEST_TRANSPORT == 2 || GPUCOMM_TEST_TRANSPORT == 3
   return w.transport_host<gpucomm::IBGDAPost>().model_stats();
 #elif GPUCOMM_TEST_TRANSPORT == 7

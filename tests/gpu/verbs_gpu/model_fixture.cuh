@@ -2,7 +2,7 @@
 // GPU-side fixture of the verbs_gpu tests and benchmark: QPs whose ring, doorbell record,
 // doorbell word and CQ live in mapped pinned host memory (the NIC model reads them from the
 // host, the GPU writes them over PCIe), counters in GPU memory, data buffers in GPU memory.
-#include <gpucomm/verbs_gpu/model/nic_model.hpp>
+#include <gpucomm/testing/nic_model/nic_model.hpp>
 #include <gpucomm/verbs_gpu/verbs_gpu.cuh>
 
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-// The mlx5 firmware model (verbs_gpu/model/firmware.hpp): full set-up sequences on one and two
+// The mlx5 firmware model (testing/nic_model/firmware.hpp): full set-up sequences on one and two
 // devices (InfiniBand and RoCE), each validation the model promises with the status and syndrome it
 // must give, and QUERY_HCA_CAP decoded both through the generated layout and by hand.
 //
@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "model_devices.hpp"
-#include <gpucomm/verbs_gpu/model/firmware.hpp>
+#include <gpucomm/testing/nic_model/firmware.hpp>
 
 #include <cerrno>
 #include <cstdint>

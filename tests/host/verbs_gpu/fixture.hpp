@@ -2,7 +2,7 @@
 // Helpers shared by the verbs_gpu host tests: a host "group" of std::threads, a connected pair of
 // QPs on one NIC model with registered host buffers, and the error-case posting step.
 #include <catch2/catch.hpp>
-#include <gpucomm/verbs_gpu/model/nic_model.hpp>
+#include <gpucomm/testing/nic_model/nic_model.hpp>
 #include <gpucomm/verbs_gpu/send_queue.cuh>
 #include <gpucomm/verbs_gpu/wqe.cuh>
 

@@ -11,7 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <gpucomm/verbs_gpu/host/setup.hpp>
-#include <gpucomm/verbs_gpu/model/nic_backend.hpp>
+#include <gpucomm/testing/nic_model/nic_backend.hpp>
 
 #include <algorithm>
 #include <cstddef>

@@ -2,7 +2,7 @@
 // Model devices the firmware-model and set-up tests share: an InfiniBand device with a LID and a
 // PCI address, and a RoCE device with an IPv4 address (Linux's default GID table).
 
-#include <gpucomm/verbs_gpu/model/firmware.hpp>
+#include <gpucomm/testing/nic_model/firmware.hpp>
 
 #include <cstdint>
 #include <string>

@@ -12,7 +12,7 @@
 #include "forwarding_backend.hpp"
 #include "model_devices.hpp"
 #include <gpucomm/verbs_gpu/host/setup.hpp>
-#include <gpucomm/verbs_gpu/model/firmware.hpp>
+#include <gpucomm/testing/nic_model/firmware.hpp>
 
 #include <stdlib.h>
 #include <sys/stat.h>

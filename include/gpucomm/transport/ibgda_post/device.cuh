@@ -53,7 +53,7 @@
 //                  later WQEs on that QP start after everything before it completed.
 //   quiet          each of the group's QPs with work in flight gets a signalled NOP, and the group
 //                  waits until those complete (RC completes in order).
-//   barrier        the contract's epoch barrier (transport/contract.cuh), which first runs
+//   barrier        the contract's epoch barrier (contract.cuh), which first runs
 //                  quiet_pe: quiet on every QP of this PE (all groups' work); the leader then sets
 //                  its arrival flag at every member through the NIC, and the group waits for every
 //                  member's flag (acquire).
@@ -86,9 +86,9 @@
 #include "../../ops.hpp"
 #include "../../sym_ptr.hpp"
 #include "../../verbs_gpu/verbs_gpu.cuh"
-#include "../detail/ibgda_state.hpp"
-#include "../detail/nic_atomics.cuh"
-#include "../transport.hpp"
+#include "state.hpp"
+#include "../nic/atomics.cuh"
+#include "../../transport_concept.hpp"
 #include "options.hpp"
 
 namespace gpucomm {
@@ -264,7 +264,7 @@ struct IBGDAPost {
                                                        int pe) {
     auto const& q = queue(c, pe);
     constexpr bool fetching = Op != atomic_op::add && Op != atomic_op::set;
-    // What the NIC does for each op: detail/nic_atomics.cuh.
+    // What the NIC does for each op: transport/nic/atomics.cuh.
     auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) -> std::uint32_t {
       verbs_gpu::local_buf const result =
           fetching ? claim_result_slot(c, q, s.index, sizeof(U)) : discard_slot(c, sizeof(U));

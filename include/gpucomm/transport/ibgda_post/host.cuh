@@ -1,10 +1,10 @@
 #pragma once
-// IBGDAPost, host half: the NIC's set-up (detail/ibgda_host.hpp), and what needs device code after
+// IBGDAPost, host half: the NIC's set-up (host_state.hpp), and what needs device code after
 // the kernels: world::synchronize() quiets every queue of the local PEs with a small kernel, so
 // operations the kernels left in flight are complete when the host looks, then reports failed ones.
 // The device side is ibgda_post/device.cuh.
 
-#include "../detail/ibgda_host.hpp"
+#include "host_state.hpp"
 #include "device.cuh"
 
 namespace gpucomm {
@@ -16,7 +16,7 @@ template <class = void>
 __global__ void ibgda_quiet_all(verbs_gpu::send_queue const* queues, unsigned count);
 #endif
 
-/// The host half (detail/ibgda_host.hpp), plus what needs device code: after the kernels on the
+/// The host half (host_state.hpp), plus what needs device code: after the kernels on the
 /// world's streams have finished, world::synchronize() quiets every queue of the local PEs with a
 /// small kernel, so operations the kernels left in flight (put_nbi, add, set, signal) are complete
 /// when the host looks, then reports failed ones.

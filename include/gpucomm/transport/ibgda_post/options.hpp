@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "../../host/nic_choice.hpp"
-#include "../../verbs_gpu/model/fault_options.hpp"
+#include "../nic/choice.hpp"
+#include "../nic/model_faults.hpp"
 
 namespace gpucomm {
 

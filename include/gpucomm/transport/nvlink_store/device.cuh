@@ -44,7 +44,7 @@
 #include "../../ops.hpp"
 #include "../../sym_ptr.hpp"
 #include "../../team.hpp"
-#include "../transport.hpp"
+#include "../../transport_concept.hpp"
 #include "state.hpp"
 
 namespace gpucomm {

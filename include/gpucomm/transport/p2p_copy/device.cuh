@@ -72,7 +72,7 @@
 #include "../../team.hpp"
 #include "../nvlink_store/device.cuh"
 #include "../nvlink_store/state.hpp"
-#include "../transport.hpp"
+#include "../../transport_concept.hpp"
 #include "staging.cuh"
 
 namespace gpucomm {

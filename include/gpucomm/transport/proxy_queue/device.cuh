@@ -66,7 +66,7 @@
 #include "../../verbs_gpu/wqe.cuh"
 #include "../../team.hpp"
 #include "../nvlink_store/device.cuh"
-#include "../transport.hpp"
+#include "../../transport_concept.hpp"
 #include "command.cuh"
 #include "command_ring.cuh"
 #include "options.hpp"

@@ -31,9 +31,9 @@
 #include "../../host/world.hpp"
 #include "command_ring.cuh"
 #include "detail/copy_engine.hpp"
-#include "../detail/env_settings.hpp"
-#include "../detail/nic_endpoints.hpp"
-#include "../detail/nic_select.hpp"
+#include "settings.hpp"
+#include "../nic/endpoints.hpp"
+#include "../nic/select.hpp"
 #include "detail/failures.hpp"
 #include "detail/nic_backend.hpp"
 #include "detail/proxy_thread.hpp"
@@ -126,9 +126,7 @@ class proxy_queue_host {
 
   /// What the NIC backend's model did so far in this process (faults injected included); zeros
   /// when no peer goes through the NIC. For tests (the differential soak counts faults).
-  verbs_gpu::model::nic_stats model_stats() const {
-    return endpoints_ ? endpoints_->model_stats() : verbs_gpu::model::nic_stats{};
-  }
+  nic_model_stats model_stats() const { return endpoints_ ? endpoints_->model_stats() : nic_model_stats{}; }
 
   /// world::allocate: with a NIC backend, every local PE's NIC registers the new block and learns
   /// every PE's rkey of it (nic_endpoints); collective, undone everywhere when it fails anywhere.

@@ -1,8 +1,8 @@
 #pragma once
 // ProxyQueue's settings: world::configure<ProxyQueue>(options) before its first use.
 
-#include "../../host/nic_choice.hpp"
-#include "../../verbs_gpu/model/fault_options.hpp"
+#include "../nic/choice.hpp"
+#include "../nic/model_faults.hpp"
 
 namespace gpucomm {
 
@@ -20,7 +20,7 @@ enum class proxy_backends {
   nic,        ///< the NIC for every peer, this PE included (tests the NIC path on one host)
 };
 
-/// Faults the software NIC model injects (verbs_gpu/model): a test and development tool. The same
+/// Faults the software NIC model injects (gpucomm::nic_model): a test and development tool. The same
 /// type as IBGDAPost's (ibgda_options::model_faults).
 using proxy_model_faults = nic_model_faults;
 

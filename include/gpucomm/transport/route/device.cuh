@@ -58,8 +58,8 @@
 #include "../../group.cuh"
 #include "../../ops.hpp"
 #include "../../sym_ptr.hpp"
-#include "../contract.cuh"
-#include "../transport.hpp"
+#include "../../contract.cuh"
+#include "../../transport_concept.hpp"
 
 namespace gpucomm {
 

@@ -1,7 +1,7 @@
 #pragma once
 // PCI closeness from sysfs: how many leading components two devices' canonical sysfs paths share
 // (the longer the shared path, the fewer PCI switches between them). Used to pick the NIC closest
-// to a GPU, by the set-up (setup.hpp) and by the transports (transport/detail/nic_select.hpp).
+// to a GPU, by the set-up (setup.hpp) and by the transports (transport/nic/select.hpp).
 // Host-only, no rdma-core, no CUDA: tests point it at a fake sysfs tree.
 
 #include <limits.h>

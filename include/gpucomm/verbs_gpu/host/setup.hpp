@@ -687,7 +687,7 @@ static_assert(std::is_trivially_copyable_v<region_entry> && sizeof(region_entry)
 /// key per heap chunk): add() registers an allocation, exchange() gathers the tables of all PEs,
 /// find() gives the rkey covering a remote range. IBGDAPost registers each symmetric heap block
 /// here and exchanges its rkeys as the block is allocated; its kernels find them by heap offset in
-/// a device table (transport/detail/heap_keys.hpp).
+/// a device table (transport/nic/heap_keys.hpp).
 class region_registry {
  public:
   explicit region_registry(device& dev) : dev_(dev) {}

@@ -14,10 +14,10 @@
 //   put_signal  the writes, then the signal update as an atomic WQE with the fence bit: the NIC
 //               starts it only after the writes completed, so the data is in place first;
 //   signal      the update alone, fenced behind the earlier WQEs to that peer;
-//   atomic      the atomic WQE (transport/detail/nic_atomics.cuh); a fetching one's old value
+//   atomic      the atomic WQE (transport/nic/atomics.cuh); a fetching one's old value
 //               lands in the result slot its command names (one the posting thread holds until
 //               it has read it: state.hpp), the others' in a slot nobody reads.
-// Keys: every block of the symmetric heap is a memory region of its own (nic_endpoints.hpp); the
+// Keys: every block of the symmetric heap is a memory region of its own (transport/nic/endpoints.hpp); the
 // PE's key table in host memory (heap_keys.hpp) gives the block's lkey and every PE's rkey by heap
 // page. Local buffers and targets must lie in one live block of the PE's symmetric heap, which is
 // all the NIC has registered: anything else is refused and recorded, never posted.
@@ -44,9 +44,9 @@
 #include <vector>
 
 #include "../../../verbs_gpu/send_queue.cuh"
-#include "../../detail/heap_keys.hpp"
-#include "../../detail/nic_atomics.cuh"
-#include "../../transport.hpp"
+#include "../../nic/heap_keys.hpp"
+#include "../../nic/atomics.cuh"
+#include "../../../transport_concept.hpp"
 #include "../command.cuh"
 #include "../state.hpp"
 #include "failures.hpp"

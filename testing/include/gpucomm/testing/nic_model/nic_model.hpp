@@ -90,11 +90,12 @@
 #include <thread>
 #include <vector>
 
-#include "../completion_queue.cuh"
-#include "../prm.cuh"
-#include "../send_queue.cuh"
+#include <gpucomm/verbs_gpu/completion_queue.cuh>
+#include <gpucomm/verbs_gpu/prm.cuh>
+#include <gpucomm/verbs_gpu/send_queue.cuh>
 #include "fabric.hpp"
-#include "fault_options.hpp"
+#include <gpucomm/transport/nic/model_faults.hpp>
+#include <gpucomm/transport/nic/model_hook.hpp>
 #include "qp_state.hpp"
 
 namespace gpucomm::verbs_gpu::model {
@@ -158,7 +159,7 @@ struct faults {
   double completion_delay_probability = 1.0;
 };
 
-/// The model's faults from a transport's options (fault_options.hpp).
+/// The model's faults from a transport's options (gpucomm/transport/nic/model_faults.hpp).
 inline faults faults_from(nic_model_faults const& o) {
   faults f;
   f.doorbell_delay = std::chrono::microseconds(o.doorbell_delay_us);
@@ -188,18 +189,8 @@ struct nic_config {
   std::chrono::milliseconds reply_timeout{30'000};
 };
 
-/// Counters of what the model did.
-struct nic_stats {
-  std::uint64_t doorbells = 0, doorbells_dropped = 0, doorbells_duplicated = 0;
-  std::uint64_t wqes = 0, cqes = 0, error_cqes = 0, flushed = 0, bytes = 0;
-  std::uint64_t atomics = 0;     ///< atomics executed on this nic's memory (as responder)
-  std::uint64_t remote_ops = 0;  ///< requests sent to other nics (as requester)
-  std::uint64_t served = 0;      ///< requests of other nics answered (as responder)
-  /// Faults injected besides drops and duplicates: doorbell handlings and CQEs delayed.
-  std::uint64_t doorbells_delayed = 0, cqes_delayed = 0;
-  /// CQEs written to a collapsed CQ without overrun-ignore while its last one was unconsumed.
-  std::uint64_t cq_overruns = 0;
-};
+/// What a nic did so far: the production-side type, so transports report it without the model.
+using nic_stats = ::gpucomm::nic_model_stats;
 
 /// The software NIC. Thread-safe: setup calls, progress() and the background thread serialise on
 /// mu_; the fabric server runs beside them (see the lock order at the top of this file).

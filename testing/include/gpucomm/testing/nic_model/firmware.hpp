@@ -52,7 +52,7 @@
 #include <utility>
 #include <vector>
 
-#include "../host/backend.hpp"
+#include <gpucomm/verbs_gpu/host/backend.hpp>
 #include "qp_state.hpp"
 
 namespace gpucomm::verbs_gpu::model {

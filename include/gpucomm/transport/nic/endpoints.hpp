@@ -2,9 +2,10 @@
 // The NIC of every local PE, opened for a transport that moves data by RDMA: IBGDAPost (its GPU
 // threads post) and ProxyQueue's NIC backend (its proxy thread posts). Host only. Both run the same
 // set-up, verbs_gpu/host/setup.hpp; only the backend under it differs:
-//   model     the firmware model driving the software NIC (verbs_gpu/model/nic_backend.hpp), a test
-//             and development tool: every firmware command is decoded and checked, and the QPs the
-//             set-up made run on the NIC model. Each PE has a modelled device of its own
+//   model     the firmware model driving the software NIC (test support: the CMake target
+//             gpucomm::nic_model plugs it in through model_hook.hpp), a test and development
+//             tool: every firmware command is decoded and checked, and the QPs the set-up made
+//             run on the NIC model. Each PE has a modelled device of its own
 //             ("gpucomm_model_<pe>", LID pe + 1). A single-process world runs one NIC model for all
 //             its PEs; with one process per GPU each process runs one for its PE, the other PEs'
 //             devices are remote in its fabric, and the models serve each other's RDMA over
@@ -33,14 +34,14 @@
 #include "../../error.hpp"
 #include "../../host/bootstrap.hpp"
 #include "../../host/detail/device_guard.hpp"
-#include "../../host/nic_choice.hpp"
+#include "choice.hpp"
 #include "../../host/world.hpp"
 #include "../../verbs_gpu/host/setup.hpp"
-#include "../../verbs_gpu/model/fault_options.hpp"
-#include "../../verbs_gpu/model/nic_backend.hpp"
 #include "../../verbs_gpu/send_queue.cuh"
 #include "heap_keys.hpp"
-#include "nic_select.hpp"
+#include "model_faults.hpp"
+#include "model_hook.hpp"
+#include "select.hpp"
 #if defined(GPUCOMM_HAVE_RDMA_CORE)
 #include "../../verbs_gpu/host/rdma_core_backend.hpp"
 #endif
@@ -234,12 +235,12 @@ class nic_endpoints {
   /// After the transport made and connected its QPs: the model starts executing them, and every
   /// process's NIC serves before any kernel posts.
   void start() {
-    if (net_) net_->data_path().start();
+    if (model_) model_->start();
     if (world_->one_process_per_gpu()) world_->bootstrap().barrier();
   }
   /// The model stops executing: nothing reads memory being released after this.
   void stop() noexcept {
-    if (net_) net_->data_path().stop();
+    if (model_) model_->stop();
   }
 
   /// Throws the first error no completion carries (the NIC's asynchronous events: a CQ overrun, a
@@ -259,9 +260,7 @@ class nic_endpoints {
   }
 
   /// What this process's NIC model did so far (faults injected included); zeros on hardware.
-  verbs_gpu::model::nic_stats model_stats() const {
-    return net_ ? net_->data_path().stats() : verbs_gpu::model::nic_stats{};
-  }
+  nic_model_stats model_stats() const { return model_ ? model_->stats() : nic_model_stats{}; }
 
  private:
   /// The modelled device of PE `pe`.
@@ -279,25 +278,21 @@ class nic_endpoints {
   /// other processes' devices are remote (their models check their side of each connection).
   void open_model() {
     world const& w = *world_;
-    verbs_gpu::model::nic_config config;
-    config.fault = verbs_gpu::model::faults_from(config_.model_faults);
-    net_ = std::make_unique<verbs_gpu::model::model_network>(config);
-    fabric_ = std::make_unique<verbs_gpu::model::firmware_fabric>();
+    nic_model_factory const make = require_nic_model(config_.who, config_.option, w.local_pes().front());
+    nic_model_config config;
+    config.faults = config_.model_faults;
     for (int pe = 0; pe < w.npes(); ++pe) {
-      verbs_gpu::model::firmware_config c;
-      c.name = model_device_name(pe);
-      c.pci_bus_id = w.is_local(pe) ? gpu_bus_id(pe) : std::string();
-      c.ports = {verbs_gpu::model::port_config::infiniband(static_cast<std::uint16_t>(pe + 1),
-                                                           0x0002c90300000000ull + static_cast<std::uint64_t>(pe))};
-      c.remote = w.one_process_per_gpu() && !w.is_local(pe);
-      fabric_->add_device(std::move(c));
+      nic_model_device d;
+      d.name = model_device_name(pe);
+      d.pci_bus_id = w.is_local(pe) ? gpu_bus_id(pe) : std::string();
+      d.lid = static_cast<std::uint16_t>(pe + 1);
+      d.port_guid = 0x0002c90300000000ull + static_cast<std::uint64_t>(pe);
+      d.remote = w.one_process_per_gpu() && !w.is_local(pe);
+      if (d.remote) config.remotes.emplace_back(d.name, model_address(w, config_.fabric, pe));
+      config.devices.push_back(std::move(d));
     }
-    if (w.one_process_per_gpu()) {
-      for (int pe = 0; pe < w.npes(); ++pe) {
-        if (!w.is_local(pe)) net_->add_remote(model_device_name(pe), model_address(w, config_.fabric, pe));
-      }
-      net_->data_path().listen(model_address(w, config_.fabric, w.local_pes().front()));
-    }
+    if (w.one_process_per_gpu()) config.listen = model_address(w, config_.fabric, w.local_pes().front());
+    model_ = make(config);
   }
 
   /// PE pe's backend, control memory, device and heap registry (the current GPU is pe's).
@@ -316,11 +311,9 @@ class nic_endpoints {
       if (host_posted)
         e.memory = std::make_unique<verbs_gpu::host::host_control_memory>();
       else
-        e.memory = std::make_unique<verbs_gpu::model::model_gpu_memory>();
-      auto be = std::make_unique<verbs_gpu::model::nic_backend>(*fabric_, *net_, *e.memory);
+        e.memory = model_->gpu_control_memory();
       // The heap slot is mapped piece by piece; the runtime cannot describe all of it.
-      be->gpu_range(e.slot, w.heap_layout().stride, e.device);
-      e.backend = std::move(be);
+      e.backend = model_->backend(*e.memory, e.slot, w.heap_layout().stride, e.device);
       o.name = model_device_name(pe);
     } else {
       open_hardware(e);
@@ -370,17 +363,15 @@ class nic_endpoints {
       e.memory.reset();
       endpoints_.pop_back();
     }
-    fabric_.reset();
-    net_.reset();
+    model_.reset();
   }
 
   world* world_;
   nic_endpoints_config config_;
   heap_keys keys_;
-  std::unique_ptr<verbs_gpu::model::model_network> net_;       // the model's data path (model only)
-  std::unique_ptr<verbs_gpu::model::firmware_fabric> fabric_;  // the model's devices (model only)
-  std::vector<endpoint> endpoints_;                            // [local PE], in local_pes() order
-  std::vector<std::uint64_t> bases_;                           // [pe]
+  std::unique_ptr<nic_model_instance> model_;  // the model's data path and devices (model only)
+  std::vector<endpoint> endpoints_;            // [local PE], in local_pes() order
+  std::vector<std::uint64_t> bases_;           // [pe]
 };
 
 }  // namespace gpucomm::detail

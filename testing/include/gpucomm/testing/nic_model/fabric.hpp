@@ -40,7 +40,7 @@
 #include <utility>
 #include <vector>
 
-#include "../prm.cuh"
+#include <gpucomm/verbs_gpu/prm.cuh>
 
 namespace gpucomm::verbs_gpu::model::fabric {
 

@@ -22,16 +22,16 @@
 #include <string>
 
 #include "../error.hpp"
-#include "../host/detail/device_guard.hpp"
-#include "../host/team_workspace.hpp"
-#include "../host/world.hpp"
+#include "detail/device_guard.hpp"
+#include "team_workspace.hpp"
+#include "world.hpp"
 #include "../transport/nvlink_store.cuh"
-#include "allgather.cuh"
-#include "allreduce.cuh"
-#include "alltoall.cuh"
-#include "broadcast.cuh"
-#include "reduce.cuh"
-#include "reduce_scatter.cuh"
+#include "../collectives/allgather.cuh"
+#include "../collectives/allreduce.cuh"
+#include "../collectives/alltoall.cuh"
+#include "../collectives/broadcast.cuh"
+#include "../collectives/reduce.cuh"
+#include "../collectives/reduce_scatter.cuh"
 
 namespace gpucomm {
 

@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "../../verbs_gpu/send_queue.cuh"
-#include "heap_keys.hpp"
+#include "../nic/heap_keys.hpp"
 
 namespace gpucomm::detail {
 

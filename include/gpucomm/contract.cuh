@@ -41,16 +41,16 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../config.hpp"
-#include "../detail/bounded_wait.cuh"
-#include "../detail/control_block.hpp"
-#include "../detail/device_check.cuh"
-#include "../detail/signal_wait.cuh"
-#include "../group.cuh"
-#include "../ops.hpp"
-#include "../sym_ptr.hpp"
-#include "../team.hpp"
-#include "transport.hpp"
+#include "config.hpp"
+#include "detail/bounded_wait.cuh"
+#include "detail/control_block.hpp"
+#include "detail/device_check.cuh"
+#include "detail/signal_wait.cuh"
+#include "group.cuh"
+#include "ops.hpp"
+#include "sym_ptr.hpp"
+#include "team.hpp"
+#include "transport_concept.hpp"
 
 namespace gpucomm {
 
@@ -182,32 +182,32 @@ template <class T>
 consteval bool signatures_match_capabilities() {
   static_assert(!T::caps.put || provides_put<T>,
                 "gpucomm: the transport sets capabilities::put but has no put(c, g, sym_ptr<T> dst, T const* src, "
-                "size_t n, int pe, bool blocking) (transport/contract.cuh)");
+                "size_t n, int pe, bool blocking) (contract.cuh)");
   static_assert(!T::caps.get || provides_get<T>,
                 "gpucomm: the transport sets capabilities::get but has no get(c, g, T* dst, sym_ptr<T const> src, "
-                "size_t n, int pe, bool blocking) (transport/contract.cuh)");
+                "size_t n, int pe, bool blocking) (contract.cuh)");
   static_assert(!T::caps.signal || provides_signal<T>,
                 "gpucomm: the transport sets capabilities::signal but has no signal(c, g, sym_ptr<signal_t>, "
-                "signal_t, signal_op, int pe) (transport/contract.cuh)");
+                "signal_t, signal_op, int pe) (contract.cuh)");
   static_assert(!T::caps.atomics || provides_atomics<T>,
                 "gpucomm: the transport sets capabilities::atomics but has no atomic<op>(c, sym_ptr<T>, T value, "
-                "T compare, int pe) -> T for 32- and 64-bit integers (transport/contract.cuh)");
+                "T compare, int pe) -> T for 32- and 64-bit integers (contract.cuh)");
   static_assert(!T::caps.float_add || provides_float_add<T>,
                 "gpucomm: the transport sets capabilities::float_add but its atomic<fetch_add> takes no float and "
-                "double (transport/contract.cuh)");
+                "double (contract.cuh)");
   static_assert(!T::caps.quiet || provides_quiet<T>,
-                "gpucomm: the transport sets capabilities::quiet but has no quiet(c, g) (transport/contract.cuh)");
+                "gpucomm: the transport sets capabilities::quiet but has no quiet(c, g) (contract.cuh)");
   static_assert(!T::caps.load_store || provides_load_store<T>,
                 "gpucomm: the transport sets capabilities::load_store but has no remote(c, sym_ptr<T>, int pe) -> T* "
-                "(transport/contract.cuh)");
+                "(contract.cuh)");
   static_assert(!T::caps.put_signal || provides_put_signal<T>,
                 "gpucomm: the transport sets capabilities::put_signal but has no put_signal(c, g, dst, src, n, sig, "
-                "value, op, pe, blocking) (transport/contract.cuh)");
+                "value, op, pe, blocking) (contract.cuh)");
   static_assert(!T::caps.fence || provides_fence<T>,
-                "gpucomm: the transport sets capabilities::fence but has no fence(c, g) (transport/contract.cuh)");
+                "gpucomm: the transport sets capabilities::fence but has no fence(c, g) (contract.cuh)");
   static_assert(!T::caps.barrier || provides_barrier<T>,
                 "gpucomm: the transport sets capabilities::barrier but has no barrier(c, g, team) "
-                "(transport/contract.cuh)");
+                "(contract.cuh)");
   return true;
 }
 

@@ -19,7 +19,7 @@
 #include "../../config.hpp"
 #include "../../ops.hpp"
 #include "../../verbs_gpu/wqe.cuh"
-#include "../transport.hpp"
+#include "../../transport_concept.hpp"
 
 namespace gpucomm::detail {
 

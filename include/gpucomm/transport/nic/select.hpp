@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "../../error.hpp"
-#include "../../host/nic_choice.hpp"
+#include "choice.hpp"
 #include "../../verbs_gpu/host/pci_path.hpp"
 
 namespace gpucomm::detail {

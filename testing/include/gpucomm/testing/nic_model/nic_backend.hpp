@@ -55,8 +55,8 @@
 #include <utility>
 #include <vector>
 
-#include "../host/backend.hpp"
-#include "../host/gpu_memory.hpp"
+#include <gpucomm/verbs_gpu/host/backend.hpp>
+#include <gpucomm/verbs_gpu/host/gpu_memory.hpp>
 #include "firmware.hpp"
 #include "nic_model.hpp"
 

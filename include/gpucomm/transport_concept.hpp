@@ -10,7 +10,7 @@
 //   - `host_state`: the host half the world owns (it may be only declared here: device code never
 //     needs it complete);
 //   - static device functions, one per capability it sets, each taking the comm first. Their exact
-//     signatures are checked by the capability concepts of transport/contract.cuh, and
+//     signatures are checked by the capability concepts of contract.cuh, and
 //     docs/architecture.md walks through writing one.
 // Operations a transport does not provide itself are built by the contract from those it does
 // (put_signal from put + fence + signal, fence from quiet, the epoch barrier from signal + quiet,
@@ -19,7 +19,7 @@
 #include <concepts>
 #include <type_traits>
 
-#include "../config.hpp"
+#include "config.hpp"
 
 namespace gpucomm {
 

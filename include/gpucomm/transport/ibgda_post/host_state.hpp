@@ -1,6 +1,6 @@
 #pragma once
 // IBGDAPost's host half: per local PE, the NIC opened with the shared endpoints
-// (nic_endpoints.hpp: the firmware model or rdma-core under verbs_gpu's set-up, an MR per block of
+// (transport/nic/endpoints.hpp: the firmware model or rdma-core under verbs_gpu's set-up, an MR per block of
 // the symmetric heap with its rkeys exchanged as the block is allocated), `qps_per_peer` RC QPs to
 // every PE (itself included) whose rings, CQs and doorbell records live in GPU memory, connected
 // through the bootstrap; the result slots of fetching operations, and the device tables the kernels
@@ -27,12 +27,12 @@
 #include "../../host/world.hpp"
 #include "../../verbs_gpu/host/setup.hpp"
 #include "../../verbs_gpu/send_queue.cuh"
-#include "../ibgda_post/options.hpp"
-#include "env_settings.hpp"
-#include "heap_keys.hpp"
-#include "ibgda_state.hpp"
-#include "nic_endpoints.hpp"
-#include "nic_select.hpp"
+#include "options.hpp"
+#include "settings.hpp"
+#include "../nic/heap_keys.hpp"
+#include "state.hpp"
+#include "../nic/endpoints.hpp"
+#include "../nic/select.hpp"
 
 namespace gpucomm::detail {
 
@@ -154,7 +154,7 @@ class ibgda_host {
 
   /// What this process's NIC model did so far (faults injected included). For tests (the
   /// differential soak counts faults); zeros on hardware.
-  verbs_gpu::model::nic_stats model_stats() const { return endpoints_->model_stats(); }
+  nic_model_stats model_stats() const { return endpoints_->model_stats(); }
 
   /// IBGDAPost reaches every PE (composite transports ask).
   bool reaches(int, int) const { return true; }

@@ -1,5 +1,5 @@
 #pragma once
-// The faults the software NIC model (nic_model.hpp) injects, as the transports that drive it take
+// The faults the software NIC model (gpucomm::nic_model, testing/) injects, as the transports that drive it take
 // them in their options (ibgda_options::model_faults, proxy_options::model_faults): a test and
 // development tool. Plain values, no dependencies, so options headers can hold one.
 
