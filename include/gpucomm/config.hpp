@@ -23,8 +23,11 @@
 // GPUCOMM_NOINLINE marks the slow half of an operation (a wait loop, an error report): one copy per
 // translation unit instead of one per call site keeps the hot paths short and the compile time low.
 
-// Debug builds (GPUCOMM_DEBUG=1, the default unless NDEBUG is defined) bound every spin loop and check
-// PE indices on the device; release builds spin without a bound and trust their arguments.
+// GPUCOMM_DEBUG is a compile-time switch (a macro of each translation unit, not an environment
+// variable): 1, the default unless NDEBUG is defined, bounds every device-side wait and checks PE
+// indices and arguments on the device; 0 (release) trusts the arguments and bounds waits only when
+// the program asks for it (world_options::wait_timeout, GPUCOMM_WAIT_TIMEOUT_MS: the timeout rule
+// of detail/bounded_wait.cuh).
 #if !defined(GPUCOMM_DEBUG)
 #if defined(NDEBUG)
 #define GPUCOMM_DEBUG 0

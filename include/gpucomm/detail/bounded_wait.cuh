@@ -1,7 +1,13 @@
 #pragma once
 // Bounded waits that run on the host and on the device: a monotonic clock, a pause inside a spin
-// loop, and a deadline that expires only in debug builds (GPUCOMM_DEBUG). verbs_gpu's send and
-// completion queues and ProxyQueue's command ring wait with them, on either side.
+// loop, and a deadline. verbs_gpu's send and completion queues and ProxyQueue's command ring wait
+// with them, on either side; detail/spin.cuh's spins use the same timeout rule.
+//
+// The timeout rule. A world hands its bound to device code as one encoded word (wait_timeout_word):
+// nanoseconds, with the top bit set when the program asked for it (world_options::wait_timeout or
+// GPUCOMM_WAIT_TIMEOUT_MS). Debug builds (GPUCOMM_DEBUG) always bound their waits, by the world's
+// setting or its default of 20 s; release builds bound them only when the program asked, so a
+// release build that sets nothing never pays for a clock read inside a wait.
 
 #include <nv/target>
 
@@ -33,22 +39,35 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE void spin_pause() noexcept {
   NV_IF_ELSE_TARGET(NV_PROVIDES_SM_70, (__nanosleep(64);), (NV_IF_TARGET(NV_IS_HOST, (std::this_thread::yield();))))
 }
 
-/// A wait's deadline. In debug builds (GPUCOMM_DEBUG) a wait gives up after `timeout_ns` (0: never)
-/// and its caller reports the timeout; in release builds deadlines never expire.
+/// The bit of an encoded wait timeout that says the program asked for it (the rule above).
+inline constexpr std::uint64_t wait_timeout_requested = std::uint64_t{1} << 63;
+
+/// The encoded word for a bound of `ns` nanoseconds (0: none), `requested` by the program or not.
+GPUCOMM_HD constexpr std::uint64_t wait_timeout_word(std::uint64_t ns, bool requested) noexcept {
+  return (ns & ~wait_timeout_requested) | (requested ? wait_timeout_requested : 0);
+}
+
+/// The bound, in nanoseconds, that an encoded word gives a wait in a build with GPUCOMM_DEBUG =
+/// `debug` (0: the wait never gives up).
+GPUCOMM_HD constexpr std::uint64_t wait_bound_ns(std::uint64_t word, bool debug) noexcept {
+  return debug || (word & wait_timeout_requested) != 0 ? word & ~wait_timeout_requested : 0;
+}
+
+/// The same for this translation unit's build.
+GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint64_t wait_bound_ns(std::uint64_t word) noexcept {
+  return wait_bound_ns(word, GPUCOMM_DEBUG != 0);
+}
+
+/// A wait's deadline, from an encoded timeout word (the rule above): it expires after the bound
+/// this build gives the word, never when that is 0; its caller then reports the timeout.
 struct deadline {
   std::uint64_t start = 0;
   std::uint64_t timeout_ns = 0;
-  GPUCOMM_HD GPUCOMM_FORCEINLINE explicit deadline(std::uint64_t timeout) noexcept : timeout_ns(timeout) {
-#if GPUCOMM_DEBUG
-    start = now_ns();
-#endif
+  GPUCOMM_HD GPUCOMM_FORCEINLINE explicit deadline(std::uint64_t word) noexcept : timeout_ns(wait_bound_ns(word)) {
+    if (timeout_ns != 0) start = now_ns();
   }
   GPUCOMM_HD GPUCOMM_FORCEINLINE bool expired() const noexcept {
-#if GPUCOMM_DEBUG
     return timeout_ns != 0 && now_ns() - start > timeout_ns;
-#else
-    return false;
-#endif
   }
 };
 

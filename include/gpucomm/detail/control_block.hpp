@@ -2,10 +2,11 @@
 // The control block: gpucomm's own symmetric memory at offset 0 of every PE's heap slot, the same
 // layout at every PE, read by device code through comm and written at set-up by the world.
 // Layout (64-bit words):
-//   header, 8 words, written once by the host when the world is built, read by device code only
-//   in debug builds (reports and timeouts):
+//   header, 8 words, written once by the host when the world is built, read by device code for
+//   reports and wait timeouts:
 //     [0] this PE   [1] npes   [2] max_teams   [3..5] this PE's shared-GPU team: start, stride, size
-//     [6] debug builds: how long a device-side wait may take, in ns (world_options::wait_timeout)
+//     [6] how long a device-side wait may take: ns, encoded (detail/bounded_wait.cuh) from
+//         world_options::wait_timeout
 //   then max_teams team slots of slot_words(npes) words each, slot s at 8 + s * slot_words:
 //     [0]      epoch: how many barriers this PE has entered on the team in slot s (local)
 //     [1..7]   unused: keeps the epoch on its own 64-byte line, away from the flags peers write

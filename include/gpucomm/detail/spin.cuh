@@ -1,9 +1,11 @@
 #pragma once
-// Spin loops. Release builds spin until the condition holds. Debug builds (GPUCOMM_DEBUG) give up
-// after the world's wait timeout (world_options::wait_timeout, GPUCOMM_WAIT_TIMEOUT_MS; where no
-// world is known, GPUCOMM_SPIN_TIMEOUT_NS) of global time, print which PE waited, in which
-// operation, on which word and for what, and trap: a lost signal or a peer that died ends the
-// kernel with an error the host sees from world::synchronize() instead of hanging the GPU.
+// Spin loops. A spin that outlasts its bound prints which PE waited, in which operation, on which
+// word and for what, and traps: a lost signal or a peer that died ends the kernel with an error the
+// host sees from world::synchronize() instead of hanging the GPU. The bound (detail/bounded_wait.cuh,
+// the timeout rule): debug builds (GPUCOMM_DEBUG) always have one, the world's wait timeout
+// (world_options::wait_timeout, GPUCOMM_WAIT_TIMEOUT_MS, default 20 s; where no world is known,
+// GPUCOMM_SPIN_TIMEOUT_NS); release builds only when the program set world_options::wait_timeout
+// or GPUCOMM_WAIT_TIMEOUT_MS, and otherwise spin until the condition holds.
 
 #include <cuda/ptx>
 
@@ -11,7 +13,7 @@
 #include <cstdio>
 
 #include "../config.hpp"
-
+#include "bounded_wait.cuh"
 #include "control_block.hpp"
 
 #ifndef GPUCOMM_SPIN_TIMEOUT_NS
@@ -72,11 +74,12 @@ struct wait_report {
       : op(op_name), word(watched), until(condition), value(target), writer(written_by) {}
 };
 
-/// Debug builds: how long a wait on a PE with control-block header `header` may take, in
-/// nanoseconds: the world's setting, else GPUCOMM_SPIN_TIMEOUT_NS.
+/// How long a wait on a PE with control-block header `header` may take in this build, in
+/// nanoseconds (0: no bound): the world's encoded setting (bounded_wait.cuh); with no world known,
+/// GPUCOMM_SPIN_TIMEOUT_NS in debug builds and no bound in release builds.
 __device__ GPUCOMM_FORCEINLINE std::uint64_t wait_timeout_ns(std::uint64_t const* header) {
   std::uint64_t const set = header != nullptr ? header[control_block_layout::header_wait_timeout] : 0;
-  return set != 0 ? set : GPUCOMM_SPIN_TIMEOUT_NS;
+  return set != 0 ? wait_bound_ns(set) : wait_bound_ns(wait_timeout_word(GPUCOMM_SPIN_TIMEOUT_NS, false));
 }
 
 /// Prints the report of a wait that gave up after `waited_ns` (one printf per line: lines of
@@ -110,39 +113,28 @@ __device__ inline GPUCOMM_NOINLINE void report_timeout(wait_report const& r, std
   report_shared_gpu(header);
 }
 
-/// Spin until `done()` returns true. `report` says what is awaited, in the debug report; `header`,
-/// when given, is the waiting PE's control-block header: the report names the PE and which PEs
-/// share its GPU, and the world's wait timeout applies. `progress`, where active, is called every
-/// 1024 polls.
+/// Spin until `done()` returns true. `report` says what is awaited, in the timeout report;
+/// `header`, when given, is the waiting PE's control-block header: the report names the PE and
+/// which PEs share its GPU, and the world's wait timeout applies. `progress`, where active, is
+/// called every 1024 polls. The bound is looked at every 1024 polls too, so a wait that ends
+/// sooner reads no clock and no header; its clock starts at the first look.
 template <class Done, class Progress = no_progress>
 __device__ GPUCOMM_FORCEINLINE void spin_until(Done&& done, wait_report const& report,
                                                std::uint64_t const* header = nullptr, Progress progress = {}) {
-#if GPUCOMM_DEBUG
-  std::uint64_t const start = global_time_ns();
+  std::uint64_t start = 0;
   for (unsigned polls = 1; !done(); ++polls) {
-    if constexpr (Progress::active) {
-      if ((polls & 1023u) == 0) progress();
-    }
-    if ((polls & 1023u) == 0) {
-      std::uint64_t const waited = global_time_ns() - start;
-      if (waited > wait_timeout_ns(header)) {
-        report_timeout(report, header, waited);
-        __trap();
-      }
-    }
-  }
-#else
-  (void)report;
-  (void)header;
-  if constexpr (Progress::active) {
-    for (unsigned polls = 1; !done(); ++polls) {
-      if ((polls & 1023u) == 0) progress();
-    }
-  } else {
-    while (!done()) {
+    if ((polls & 1023u) != 0) continue;
+    if constexpr (Progress::active) progress();
+    std::uint64_t const bound = wait_timeout_ns(header);
+    if (bound == 0) continue;
+    std::uint64_t const now = global_time_ns();
+    if (start == 0) {
+      start = now;
+    } else if (now - start > bound) {
+      report_timeout(report, header, now - start);
+      __trap();
     }
   }
-#endif
 }
 
 #endif  // __CUDACC__

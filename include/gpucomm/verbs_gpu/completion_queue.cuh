@@ -34,7 +34,7 @@ enum class status : std::uint32_t {
   ok = 0,       ///< done / progress made
   pending = 1,  ///< nothing new yet (polling only)
   error = 2,    ///< an error CQE was seen on this queue (see last_error())
-  timeout = 3,  ///< a debug-build wait gave up (GPUCOMM_DEBUG)
+  timeout = 3,  ///< a wait outlasted its bound (detail/bounded_wait.cuh)
   invalid = 4,  ///< the request cannot be posted (too large for the ring, zero size)
 };
 

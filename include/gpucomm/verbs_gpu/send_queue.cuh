@@ -107,7 +107,7 @@ struct send_queue {
   completion_queue cq{};                         ///< the CQ of this send queue
   std::uint32_t ring_step = 32;                  ///< doorbell batching step in WQEBBs (deferred batches)
   nic_scope scope = nic_scope::system;           ///< where the NIC reads the ring and the doorbell record
-  std::uint64_t timeout_ns = 20'000'000'000ull;  ///< debug-build bound of every wait (0: none)
+  std::uint64_t timeout_ns = 20'000'000'000ull;  ///< bound of every wait, encoded (detail/bounded_wait.cuh)
   /// How long wait_complete sees no completion before it posts a NOP to cover a lost doorbell.
   static constexpr std::uint64_t nop_patience_ns = 1'000'000;
 

@@ -95,7 +95,7 @@ struct command_ring {
   std::uint32_t log_depth = 0;                   ///< log2 of the slot count
   ring_counters* counters = nullptr;             ///< zero-initialised, written by the reader
   producer_words* producers = nullptr;           ///< zero-initialised, written by producers
-  std::uint64_t timeout_ns = 20'000'000'000ull;  ///< debug-build bound of every wait (0: none)
+  std::uint64_t timeout_ns = 20'000'000'000ull;  ///< bound of every wait, encoded (detail/bounded_wait.cuh)
 
   GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint64_t depth() const noexcept { return 1ull << log_depth; }
 

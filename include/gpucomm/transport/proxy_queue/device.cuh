@@ -44,9 +44,10 @@
 //   barrier         the same completion of everything posted before, then NVLinkStore's barrier.
 //   wait_until      the contract's: acquire loads at system scope until the comparison holds.
 // Atomicity domain: NVLink/GPU atomics, the same as NVLinkStore's and P2PCopy's.
-// Debug builds (GPUCOMM_DEBUG): a wait for ring space or completion gives up after the ring's
-// timeout (20 s) and traps with the PE, the operation and the ticket; the proxy completes a
-// command that failed (and records it for world::synchronize), so a wait never hangs on one.
+// A wait for ring space or completion that outlasts the world's wait timeout (debug builds: 20 s
+// unless set; release builds: only when set, detail/bounded_wait.cuh) gives up and traps with the PE, the operation and
+// the ticket; the proxy completes a command that failed (and records it for world::synchronize), so a wait never hangs
+// on one.
 
 #include <cuda/std/bit>
 
@@ -338,7 +339,7 @@ struct ProxyQueue {
     printf(
         "gpucomm: ProxyQueue %s: PE %d's command ring has had no free slot for %llu ns (ticket %llu, %llu "
         "slots): is the world, and so its proxy, still alive? (block %d thread %d); trapping\n",
-        op, c.my_pe(), static_cast<unsigned long long>(c.state().ring.timeout_ns),
+        op, c.my_pe(), static_cast<unsigned long long>(gpucomm::detail::wait_bound_ns(c.state().ring.timeout_ns)),
         static_cast<unsigned long long>(ticket), static_cast<unsigned long long>(c.state().ring.depth()), blockIdx.x,
         threadIdx.x);
     __trap();
@@ -351,7 +352,8 @@ struct ProxyQueue {
         "gpucomm: ProxyQueue %s: PE %d's command %llu is not complete after %llu ns: is the world, and so its "
         "proxy, still alive? (block %d thread %d); trapping\n",
         op, c.my_pe(), static_cast<unsigned long long>(ticket),
-        static_cast<unsigned long long>(c.state().ring.timeout_ns), blockIdx.x, threadIdx.x);
+        static_cast<unsigned long long>(gpucomm::detail::wait_bound_ns(c.state().ring.timeout_ns)), blockIdx.x,
+        threadIdx.x);
     __trap();
     __builtin_unreachable();
   }
