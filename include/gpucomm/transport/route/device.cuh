@@ -4,6 +4,18 @@
 //   using Transport = gpucomm::route<gpucomm::NVLinkStore, gpucomm::IBGDAPost>;
 //   my_kernel<<<...>>>(w.comm<Transport>(pe), ...);
 //
+// Set-up. A route has no options of its own: each leg keeps its own, given with
+// world::configure<Leg>(...) before the first world::comm<route<...>>(), which sets every leg up:
+//
+//   w.configure<gpucomm::IBGDAPost>({.nic = gpucomm::nic_choice::model});
+//   auto c = w.comm<gpucomm::route<gpucomm::NVLinkStore, gpucomm::IBGDAPost>>(pe);
+//
+// A leg configured after that throws (it is already set up). The split between legs is the
+// world's: world_options::load_store_filter decides which peers' memory this PE maps, for every
+// transport and for the host. So a host copy of a PE's symmetric memory (cudaMemcpy of
+// buf.ptr(pe)) must run with that PE's own GPU current: another GPU may not map it.
+// w.reaches<Transport>(from, to) answers which pairs a transport reaches.
+//
 // Each peer goes through the first leg that reaches it from this PE (NVLinkStore: load/store
 // access to its heap, the hardware's and world_options::load_store_filter's answer; IBGDAPost:
 // every PE). The choice is made once, when the world hands out the first comm<route<...>>; a call
