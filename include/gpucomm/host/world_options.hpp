@@ -1,0 +1,60 @@
+#pragma once
+// What a world is built with (world_options), what it records of a registered local buffer
+// (registered_buffer), and what a transport's host half must offer to be owned by a world
+// (host_transport). Included by host/world.hpp, the header users include.
+
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <functional>
+#include <type_traits>
+
+#include "../transport_concept.hpp"
+
+namespace gpucomm {
+
+class world;
+
+struct world_options {
+  /// Bytes of symmetric heap per PE. 0: the environment variable GPUCOMM_HEAP_BYTES if set, else 1 GiB.
+  std::size_t heap_bytes = 0;
+  /// The number of PEs the program expects; 0 accepts what the launcher (or device list) gives.
+  /// A different count is an error, caught before any GPU work.
+  int expected_pes = 0;
+  /// load_store_filter(i, j): whether PE i may reach PE j's memory by load and store, when the
+  /// hardware can. Empty: every pair the hardware allows. Must give the same answers on every
+  /// process. Use it to send some peers through another transport on purpose.
+  std::function<bool(int, int)> load_store_filter;
+  /// How many teams may exist at once, the three predefined ones included (each has its barrier
+  /// state in the control block: 64 + 8 * npes bytes per PE, npes rounded up to a multiple of 8).
+  /// 0: GPUCOMM_MAX_TEAMS if set, else 32.
+  int max_teams = 0;
+  /// Debug builds (GPUCOMM_DEBUG): how long a device-side wait (wait_until, a barrier or a
+  /// collective waiting for a peer, a send queue or command ring waiting for room or completion)
+  /// may wait before it prints what it waited for (PE, operation, address) and traps; the host
+  /// then gets the failure from synchronize(). 0: GPUCOMM_WAIT_TIMEOUT_MS if set, else 20 s.
+  /// Release builds never give up (docs/reliability.md). The same on every process.
+  std::chrono::milliseconds wait_timeout{0};
+  // A transport's own settings (IBGDAPost's NIC and QPs per peer) are that transport's options:
+  // world::configure<Transport>(options) before its first use.
+};
+
+/// A local buffer registered with the world's NICs (world::register_buffer).
+struct registered_buffer {
+  int pe = 0;                 ///< the local PE whose kernels use it
+  void const* ptr = nullptr;  ///< its first byte, as kernels address it
+  std::size_t bytes = 0;
+  int cuda_device = -1;  ///< the GPU whose memory it is, or -1 for pinned host memory
+};
+
+/// A transport the world can set up: its host half is built from the world (and the transport's
+/// `options`, when it has them) and hands out each local PE's device state.
+template <class T>
+concept host_transport = transport<T> && requires(typename T::host_state const& h, int pe) {
+  { h.device_state_for(pe) } -> std::same_as<typename T::device_state>;
+} &&(std::is_constructible_v<typename T::host_state, world&> || requires {
+  typename T::options;
+  requires std::is_constructible_v<typename T::host_state, world&, typename T::options const&>;
+});
+
+}  // namespace gpucomm
