@@ -21,6 +21,13 @@
 // device): they reach each other by load/store. Kernels of PEs that share a GPU and wait on each
 // other must be resident at the same time; across processes that needs the MPS control daemon.
 //
+// Hardware queues: the world sets CUDA_DEVICE_MAX_CONNECTIONS=32 when the program has not set it,
+// so that work queued behind a kernel on another stream of its GPU need not wait for it. CUDA
+// reads the variable early: a GPU whose CUDA context existed before the first world keeps the
+// program's queues. The world then throws where that can hang (PEs of this process sharing the
+// GPU; ProxyQueue's copy engines) and warns on standard error elsewhere. A program that starts
+// CUDA before gpucomm (a PyTorch program) sets CUDA_DEVICE_MAX_CONNECTIONS=32 in its environment.
+//
 // Teams (team.hpp): team_world(), team_node(pe), team_shared_gpu(pe), and team_split() for
 // strided subsets, made collectively; every barrier takes one.
 //
@@ -47,6 +54,7 @@
 #include "../transport_concept.hpp"
 #include "bootstrap.hpp"
 #include "detail/device_guard.hpp"
+#include "detail/hardware_queues.hpp"
 #include "detail/heap.hpp"
 #include "detail/pe_placement.hpp"
 #include "detail/pe_streams.hpp"
@@ -66,7 +74,8 @@ class sym_array;
 class world {
  public:
   /// A single-process world with one PE per GPU in `devices` (PE i on devices[i]); all visible
-  /// GPUs when empty.
+  /// GPUs when empty. Throws when several PEs share a GPU whose CUDA context predates the world
+  /// without CUDA_DEVICE_MAX_CONNECTIONS=32 (see above).
   explicit world(std::vector<int> devices = {}, world_options options = {}) {
     constexpr char const* call = "world (single process)";
     detail::widen_hardware_queues();
@@ -79,6 +88,7 @@ class world {
     // A GPU may be listed several times: its PEs share it (for development and for testing
     // multi-PE code on one GPU; see the co-residency rule in the README).
     places_ = detail::pe_placement::single_process(devices, count, call);
+    detail::check_hardware_queues(places_.locals(), call);
     init(options);
   }
 
@@ -99,6 +109,7 @@ class world {
     // Where every PE runs: ranks may share a GPU (the device argument repeats across ranks); their
     // kernels then need MPS to run at the same time (README, "Several PEs per GPU").
     places_ = detail::pe_placement::one_process_per_gpu(boot_, rank, device);
+    detail::check_hardware_queues(places_.locals(), call);  // one PE here: a warning at most
     init(options);
   }
 
@@ -339,6 +350,14 @@ class world {
   std::uint64_t wait_timeout_ns() const { return wait_timeout_ns_; }
   /// Same on every process of the world; 0 in a single-process world. Names host-local sockets.
   std::uint64_t session_id() const { return heap_->session(); }
+  /// For a host half whose work a kernel waits for from another stream of the same GPU
+  /// (ProxyQueue's copy engines). Collective: when some process has a GPU whose context predates
+  /// its first world without CUDA_DEVICE_MAX_CONNECTIONS=32 (see above), every process throws.
+  void require_hardware_queues(char const* call) {
+    detail::checked_on_every_rank(boot_, call, [&] {
+      for (auto const& l : places_.locals()) detail::require_hardware_queues(call, l.pe, l.device);
+    });
+  }
 
  private:
   void init(world_options const& options) {

@@ -2,12 +2,11 @@
 // The world's settings from world_options and the environment: the heap size
 // (GPUCOMM_HEAP_BYTES), the team limit (GPUCOMM_MAX_TEAMS), the debug-build wait timeout
 // (GPUCOMM_WAIT_TIMEOUT_MS) and the expected PE count. Each throws gpucomm::error naming the option
-// or variable, its value and what to give instead. And CUDA_DEVICE_MAX_CONNECTIONS, which the world
-// sets.
+// or variable, its value and what to give instead. (CUDA_DEVICE_MAX_CONNECTIONS:
+// hardware_queues.hpp.)
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "../../detail/control_block.hpp"
@@ -91,12 +90,5 @@ inline std::uint64_t wait_timeout_ns_from(world_options const& options) {
                 .value_or(20'000);
   return ms * 1'000'000;
 }
-
-/// CUDA_DEVICE_MAX_CONNECTIONS = 32 (the most) unless the program set it: CUDA multiplexes
-/// streams onto that many hardware queues per context (default 8), and work queued behind a
-/// kernel in a shared queue waits for it. A proxy's copy queued behind a kernel that waits for
-/// that copy (ProxyQueue) would never run. Read when a context is created, so this takes effect
-/// only if no CUDA context exists yet in the process.
-inline void widen_hardware_queues() { ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
 
 }  // namespace gpucomm::detail
