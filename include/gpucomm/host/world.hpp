@@ -20,6 +20,8 @@
 // Several PEs may share a GPU (a device list that names it several times, or ranks given the same
 // device): they reach each other by load/store. Kernels of PEs that share a GPU and wait on each
 // other must be resident at the same time; across processes that needs the MPS control daemon.
+// Before the first launch, w.prepare(kernel, ...) with every kernel they run loads them and
+// reserves their stack, which a launch would otherwise do while the others' kernels wait for it.
 //
 // Hardware queues: the world sets CUDA_DEVICE_MAX_CONNECTIONS=32 when the program has not set it,
 // so that work queued behind a kernel on another stream of its GPU need not wait for it. CUDA
@@ -56,6 +58,7 @@
 #include "detail/device_guard.hpp"
 #include "detail/hardware_queues.hpp"
 #include "detail/heap.hpp"
+#include "detail/kernel_preload.hpp"
 #include "detail/pe_placement.hpp"
 #include "detail/pe_streams.hpp"
 #include "detail/team_table.hpp"
@@ -146,6 +149,26 @@ class world {
   bool same_host(int a, int b) const { return places_.same_host(a, b); }
   /// Whether PEs a and b run on the same GPU (the same PCI device of the same host).
   bool same_gpu(int a, int b) const { return places_.same_gpu(a, b); }
+
+  /// Makes `kernels` ready to run beside kernels they wait on, on every local PE's GPU: loads each
+  /// (CUDA loads a kernel's code at its first launch by default, and that load waits for the
+  /// kernels running on the GPU) and reserves the GPU's per-thread stack for the largest (a launch
+  /// that needs more stack than the kernels before it grows the reservation, which waits too). With
+  /// several PEs on a GPU, call it before the first launch with every kernel they run; where they
+  /// run different kernels that wait on each other, skipping it can deadlock. Not collective: each
+  /// process prepares its own GPUs. Raising the stack limit waits for the GPU's work: call it
+  /// before launching.
+  ///
+  ///   w.prepare(produce, consume);          // the stack the kernels' attributes ask for
+  ///   w.prepare(8192, produce, consume);    // at least 8 KiB, e.g. for calls through pointers,
+  ///                                         // whose stack the attributes do not count
+  template <class... Kernel>
+  requires(std::is_function_v<Kernel>&&...) void prepare(Kernel*... kernels) { prepare(std::size_t{0}, kernels...); }
+  /// prepare(kernels...), reserving at least `stack_bytes` of stack per thread.
+  template <class... Kernel>
+  requires(std::is_function_v<Kernel>&&...) void prepare(std::size_t stack_bytes, Kernel*... kernels) {
+    detail::preload_kernels(places_.locals(), {reinterpret_cast<void const*>(kernels)...}, stack_bytes);
+  }
 
   // ---- symmetric memory (collective: every PE, same sizes, same order) --------------------------
 
