@@ -317,6 +317,23 @@ class world {
     return gpucomm::comm<Transport>(pe, npes(), team_states(pe), transport_host<Transport>().device_state_for(pe));
   }
 
+  /// Whether Transport carries PE `from_pe`'s operations to PE `to_pe` (any two PEs of the world):
+  /// NVLinkStore and P2PCopy where `from_pe` can load and store `to_pe`'s heap (can_load_store),
+  /// IBGDAPost always, ProxyQueue for every pair it serves, route<Legs...> where some leg does.
+  /// Sets the transport's host half up on first use, as comm<Transport>() does (collective then),
+  /// so configure<Transport> comes first; a route whose legs leave some pair unreached throws
+  /// there. A route sends each pair through its first leg for which this is true; comm<NVLinkStore>
+  /// (and P2PCopy's) for PE pe throws unless it is true from pe to every PE.
+  template <host_transport Transport>
+  bool reaches(int from_pe, int to_pe) {
+    static_assert(reach_reporting<Transport>,
+                  "this transport's host half has no `bool reaches(int from, int to) const`, so the world cannot "
+                  "say which PEs it reaches");
+    places_.place(from_pe);  // throws for a PE outside the world
+    places_.place(to_pe);
+    return transport_host<Transport>().reaches(from_pe, to_pe);
+  }
+
   /// Set Transport's options (`Transport::options`, e.g. IBGDAPost's NIC) before its first use in
   /// this world; every process gives the same. Afterwards it throws: the host half already exists.
   template <host_transport Transport>

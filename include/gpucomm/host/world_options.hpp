@@ -57,4 +57,11 @@ concept host_transport = transport<T> && requires(typename T::host_state const& 
   requires std::is_constructible_v<typename T::host_state, world&, typename T::options const&>;
 });
 
+/// A transport whose host half says which pairs of PEs it reaches (world::reaches): every
+/// transport of gpucomm's, and a user's that has `bool reaches(int from, int to) const`.
+template <class T>
+concept reach_reporting = host_transport<T> && requires(typename T::host_state const& h, int from, int to) {
+  { h.reaches(from, to) } -> std::convertible_to<bool>;
+};
+
 }  // namespace gpucomm

@@ -98,6 +98,10 @@ class proxy_queue_host {
     if (auto const f = failures_.take(count)) std::fprintf(stderr, "%s\n", describe(*f, count).c_str());
   }
 
+  /// Whether PE `from`'s commands reach PE `to` (world::reaches): the copy engines carry them where
+  /// `from` maps `to`'s heap, and the NIC backend, set up whenever some pair needs it, the others.
+  bool reaches(int from, int to) const { return !paths_.empty() || world_->can_load_store(from, to); }
+
   proxy_queue_state device_state_for(int pe) const {
     local const& l = local_of(pe);
     proxy_queue_state s;
