@@ -23,17 +23,27 @@ struct world_options {
   int expected_pes = 0;
   /// load_store_filter(i, j): whether PE i may reach PE j's memory by load and store, when the
   /// hardware can. Empty: every pair the hardware allows. Must give the same answers on every
-  /// process. Use it to send some peers through another transport on purpose.
+  /// process. Use it to send some peers through another transport on purpose (route<> sends each
+  /// peer through its first leg that reaches it, so the filter is how its split is chosen).
+  ///
+  /// The filter also decides which GPUs may access each PE's heap at all, not only which transport
+  /// a kernel uses: PE j's memory is accessible only from its own GPU and the GPUs of the PEs that
+  /// may load and store it. A host-side copy of PE p's symmetric memory (cudaMemcpy from or to
+  /// sym_array::ptr(p), a cudaMemset of it) must therefore run with PE p's own GPU current
+  /// (cudaSetDevice(w.device(p))); from another GPU it fails where the filter (or the hardware)
+  /// keeps that GPU out.
   std::function<bool(int, int)> load_store_filter;
   /// How many teams may exist at once, the three predefined ones included (each has its barrier
   /// state in the control block: 64 + 8 * npes bytes per PE, npes rounded up to a multiple of 8).
   /// 0: GPUCOMM_MAX_TEAMS if set, else 32.
   int max_teams = 0;
-  /// Debug builds (GPUCOMM_DEBUG): how long a device-side wait (wait_until, a barrier or a
-  /// collective waiting for a peer, a send queue or command ring waiting for room or completion)
-  /// may wait before it prints what it waited for (PE, operation, address) and traps; the host
-  /// then gets the failure from synchronize(). 0: GPUCOMM_WAIT_TIMEOUT_MS if set, else 20 s.
-  /// Release builds never give up (docs/reliability.md). The same on every process.
+  /// Debug builds (GPUCOMM_DEBUG is 1: a macro fixed at compile time, not an environment variable;
+  /// 1 unless NDEBUG is defined, and -DGPUCOMM_DEBUG=0 or =1 overrides): how long a device-side
+  /// wait (wait_until, a barrier or a collective waiting for a peer, a send queue or command ring
+  /// waiting for room or completion) may wait before it prints what it waited for (PE, operation,
+  /// address) and traps; the host then gets the failure from synchronize(). 0: the environment
+  /// variable GPUCOMM_WAIT_TIMEOUT_MS if set, else 20 s. Release builds (GPUCOMM_DEBUG 0) never
+  /// give up (docs/reliability.md). The same on every process.
   std::chrono::milliseconds wait_timeout{0};
   // A transport's own settings (IBGDAPost's NIC and QPs per peer) are that transport's options:
   // world::configure<Transport>(options) before its first use.
