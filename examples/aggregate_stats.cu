@@ -57,6 +57,7 @@ int main(int argc, char** argv) try {
   for (int d = 0; d < gpus; ++d)
     for (int k = 0; k < pes_per_gpu; ++k) devices.push_back(d);
   gpucomm::world w(devices);
+  w.prepare(summarise);  // PEs sharing a GPU: load the kernel and reserve its stack before any launch
   gpucomm::team_workspace ws(w, w.team_world(), {.block_bytes = 1 << 10});
   std::size_t const n = 10000;
   auto data = w.alloc<float>(n);

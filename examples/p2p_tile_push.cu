@@ -64,6 +64,7 @@ int main() try {
   for (int d = 0; d < gpus; ++d) devices.push_back(d);
   if (gpus == 1) devices.push_back(0);  // two PEs sharing the only GPU
   gpucomm::world w(devices);
+  w.prepare(produce_and_push);  // PEs sharing a GPU: load the kernel and reserve its stack before any launch
   auto inbox = w.alloc<float>(static_cast<std::size_t>(tiles) * tile_elems);
   auto arrived = w.alloc<gpucomm::signal_t>(1);
   std::vector<unsigned long long*> errors(static_cast<std::size_t>(w.npes()), nullptr);

@@ -55,6 +55,7 @@ int main() try {
   for (int d = 0; d < gpus; ++d) devices.push_back(d);
   if (gpus == 1) devices.push_back(0);  // two PEs sharing the only GPU
   gpucomm::world w(devices);
+  w.prepare(compute_and_offload);  // PEs sharing a GPU: load the kernel and reserve its stack first
   std::size_t const n = std::size_t{chunks} * chunk_elems;
   auto outbox = w.alloc<float>(n);
   auto inbox = w.alloc<float>(n);

@@ -1,6 +1,6 @@
 #pragma once
 // The transport concept: how a comm<Transport> moves bytes. Device-side vocabulary only; the host
-// half's requirements are `host_transport` (host/world.hpp).
+// half's requirements are `host_transport` (host/world_options.hpp).
 //
 // A transport is a policy type (never instantiated) with
 //   - `static constexpr char const* name`;

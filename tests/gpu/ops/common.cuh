@@ -224,26 +224,6 @@ void allow_dynamic_smem(gpucomm::world& w, Kernel kernel, std::size_t bytes) {
   GPUCOMM_TEST_CUDA(cudaSetDevice(caller_device));
 }
 
-/// Makes `kernel` ready to run next to kernels it waits on, on every local PE's GPU (the soak
-/// launches a warp-lane kernel on some PEs and a block-lane one on others, and they wait on each
-/// other). Two things a launch may otherwise do wait for the kernels already running, a deadlock:
-///   - load the kernel's code (CUDA's lazy module loading): querying its attributes loads it;
-///   - grow the GPU's per-thread stack reservation, when the kernel's call stack needs more than
-///     the last one's (the two soak kernels differ by a few bytes): reserve the larger now, and at
-///     least 8 KiB, more than any kernel of the suites takes (ptxas reports up to 3.4 KiB).
-template <class Kernel>
-void preload(gpucomm::world& w, Kernel kernel) {
-  for (int pe : w.local_pes()) {
-    GPUCOMM_TEST_CUDA(cudaSetDevice(w.device(pe)));
-    cudaFuncAttributes attributes{};
-    GPUCOMM_TEST_CUDA(cudaFuncGetAttributes(&attributes, kernel));
-    std::size_t reserved = 0;
-    GPUCOMM_TEST_CUDA(cudaDeviceGetLimit(&reserved, cudaLimitStackSize));
-    std::size_t const wanted = std::max({reserved, attributes.localSizeBytes, std::size_t{8192}});
-    if (wanted > reserved) GPUCOMM_TEST_CUDA(cudaDeviceSetLimit(cudaLimitStackSize, wanted));
-  }
-}
-
 /// Launch configuration for a kernel that uses with_test_staging<M>: the dynamic shared memory,
 /// with the kernel allowed to take more than the default 48 KiB.
 template <class M, class Kernel>

@@ -292,9 +292,9 @@ round_outcome run_round(gpucomm::world& w, soak::params const& p,
   allow_dynamic_smem(w, soak_kernel<soak::lane_kind::warp>, smem);
   allow_dynamic_smem(w, soak_kernel<soak::lane_kind::block>, smem);
   // Both kernels loaded, and their stacks reserved, before any PE starts: PEs of one program run
-  // different ones and wait on each other (preload says why).
-  preload(w, soak_kernel<soak::lane_kind::warp>);
-  preload(w, soak_kernel<soak::lane_kind::block>);
+  // different ones and wait on each other (world::prepare says why). At least 8 KiB of stack, more
+  // than any kernel of the suites takes (ptxas reports up to 3.4 KiB; the two differ by a few bytes).
+  w.prepare(std::size_t{8192}, soak_kernel<soak::lane_kind::warp>, soak_kernel<soak::lane_kind::block>);
   w.barrier();  // every PE initialised before any PE reaches into another
   for_each_local_pe(w, [&](int pe) {
     auto const& t = teams[static_cast<std::size_t>(pe)];

@@ -18,7 +18,8 @@ struct driver_api {
   X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemAddressReserve)      \
   X(cuMemAddressFree) X(cuMemGetAllocationGranularity) X(cuMemExportToShareableHandle)                    \
   X(cuMemImportFromShareableHandle) X(cuMemsetD8) X(cuDeviceGetAttribute) X(cuGetErrorName)                \
-  X(cuGetErrorString) X(cuStreamWriteValue64)
+  X(cuGetErrorString) X(cuStreamWriteValue64) X(cuDeviceGet) X(cuDevicePrimaryCtxGetState)                \
+  X(cuCtxGetCurrent) X(cuCtxGetDevice)
 // clang-format on
 #define GPUCOMM_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
   GPUCOMM_DRIVER_FUNCTIONS(GPUCOMM_DRIVER_MEMBER)

@@ -33,14 +33,9 @@
 #include "driver.hpp"
 #include "fd_exchange.hpp"
 #include "offset_allocator.hpp"
+#include "pe_placement.hpp"
 
 namespace gpucomm::detail {
-
-/// A PE this process owns.
-struct local_pe {
-  int pe;
-  int device;
-};
 
 /// Where the heap lives, as the device code needs it.
 struct heap_layout {

@@ -156,7 +156,7 @@ class ibgda_host {
   /// differential soak counts faults); zeros on hardware.
   nic_model_stats model_stats() const { return endpoints_->model_stats(); }
 
-  /// IBGDAPost reaches every PE (composite transports ask).
+  /// IBGDAPost reaches every PE (world::reaches, composite transports).
   bool reaches(int, int) const { return true; }
 
   /// Throws a gpucomm::error for the first failed operation recorded on any local QP: the PE, the

@@ -13,7 +13,7 @@ namespace gpucomm::detail {
 class nvlink_store_host {
  public:
   explicit nvlink_store_host(world& w) : world_(&w) {}
-  /// Whether PE `from` reaches PE `to` through this transport (for composite transports).
+  /// Whether PE `from` reaches PE `to` through this transport (world::reaches, composite transports).
   bool reaches(int from, int to) const { return world_->can_load_store(from, to); }
   /// PE `pe`'s device state for a composite transport that sends it only to the peers it reaches
   /// (no check that every peer is reachable).

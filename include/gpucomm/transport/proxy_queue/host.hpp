@@ -49,7 +49,11 @@ class proxy_queue_host {
     log_depth_ = proxy_log_depth_from(options.log_depth, first);
     int const cpu = proxy_cpu_from(options.cpu, first);
     proxy_threads const threads = proxy_threads_from(options.threads, first);
-    paths_ = choose_paths(w, proxy_backends_from(options.backends, first));
+    proxy_backends const backends = proxy_backends_from(options.backends, first);
+    // The copy engines serve the peers the heap maps: a copy queued behind a kernel that waits for
+    // it would never run, so the GPUs' hardware queues must be widened (collective).
+    if (backends != proxy_backends::nic) w.require_hardware_queues("world::comm<ProxyQueue>");
+    paths_ = choose_paths(w, backends);
     for (int pe : w.local_pes()) locals_.push_back(make_local(pe));
     if (!paths_.empty()) set_up_nic(options, first);
     try {
@@ -93,6 +97,10 @@ class proxy_queue_host {
     std::uint64_t count = 0;
     if (auto const f = failures_.take(count)) std::fprintf(stderr, "%s\n", describe(*f, count).c_str());
   }
+
+  /// Whether PE `from`'s commands reach PE `to` (world::reaches): the copy engines carry them where
+  /// `from` maps `to`'s heap, and the NIC backend, set up whenever some pair needs it, the others.
+  bool reaches(int from, int to) const { return !paths_.empty() || world_->can_load_store(from, to); }
 
   proxy_queue_state device_state_for(int pe) const {
     local const& l = local_of(pe);
@@ -347,12 +355,7 @@ class proxy_queue_host {
   /// GPUCOMM_PROXY_STREAMS=per_pe or per_peer overrides the choice (the tests run both).
   bool stream_per_peer() const {
     if (auto const forced = proxy_stream_per_peer_forced(world_->local_pes().front())) return *forced;
-    long connections = 8;
-    if (char const* env = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) {
-      char* end = nullptr;
-      long const v = std::strtol(env, &end, 10);
-      if (end != env && *end == '\0' && v > 0) connections = v;
-    }
+    long const connections = hardware_queues_from(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")).value_or(8);
     long const locals = static_cast<long>(world_->local_pes().size());
     return locals * (1 + world_->npes()) <= connections;
   }

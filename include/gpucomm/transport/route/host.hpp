@@ -83,6 +83,8 @@ class route_host {
     }
   }
 
+  /// Whether some leg carries PE from's operations to PE to (world::reaches).
+  bool reaches(int from, int to) const { return first_reaching(from, to) >= 0; }
   /// The leg that carries PE from's operations to PE to.
   int leg_of(int from, int to) const { return leg_[static_cast<std::size_t>(from) * world_->npes() + to]; }
   /// The leg of every atomic and signal on PE to's memory.

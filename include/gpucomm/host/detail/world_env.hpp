@@ -1,0 +1,94 @@
+#pragma once
+// The world's settings from world_options and the environment: the heap size
+// (GPUCOMM_HEAP_BYTES), the team limit (GPUCOMM_MAX_TEAMS), the debug-build wait timeout
+// (GPUCOMM_WAIT_TIMEOUT_MS) and the expected PE count. Each throws gpucomm::error naming the option
+// or variable, its value and what to give instead. (CUDA_DEVICE_MAX_CONNECTIONS:
+// hardware_queues.hpp.)
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "../../detail/control_block.hpp"
+#include "../../error.hpp"
+#include "../world_options.hpp"
+#include "env_count.hpp"
+
+namespace gpucomm::detail {
+
+/// Throws when the program expects another number of PEs than `source` (the device list, the
+/// launcher) gives.
+inline void check_pe_count(world_options const& options, int actual, char const* source) {
+  if (options.expected_pes != 0 && options.expected_pes != actual) {
+    throw error("world", -1,
+                "the program expects " + std::to_string(options.expected_pes) + " PEs but " + source + " gives " +
+                    std::to_string(actual),
+                "launch as many processes (or list as many GPUs) as world_options::expected_pes says");
+  }
+}
+
+/// The largest heap per PE: every PE's slot must fit one reservation of the address space
+/// (2^47 bytes of virtual addresses on current GPUs, far above any GPU's memory).
+inline constexpr std::size_t max_heap_bytes = std::size_t{1} << 47;
+
+/// Bytes of symmetric heap per PE: world_options::heap_bytes, else GPUCOMM_HEAP_BYTES, else 1 GiB.
+inline std::size_t heap_bytes_from(world_options const& options) {
+  std::size_t const bytes =
+      options.heap_bytes ? options.heap_bytes
+                         : env_count("GPUCOMM_HEAP_BYTES", 1, max_heap_bytes, "world",
+                                     "set it to a number of bytes in decimal digits, e.g. 4294967296, or unset it")
+                               .value_or(std::size_t{1} << 30);
+  if (bytes > max_heap_bytes) {
+    throw error("world", -1,
+                "world_options::heap_bytes is " + std::to_string(bytes) +
+                    ", more than the 2^47 bytes of address space a PE's slot may take",
+                "give a heap size below the GPU's memory");
+  }
+  return bytes;
+}
+
+/// How many teams may exist at once: world_options::max_teams, else GPUCOMM_MAX_TEAMS, else 32.
+inline int max_teams_from(world_options const& options) {
+  constexpr int most = 1 << 20;
+  int const n =
+      options.max_teams
+          ? options.max_teams
+          : static_cast<int>(env_count("GPUCOMM_MAX_TEAMS", control_block_layout::predefined_slots, most, "world",
+                                       "set it to a count of at least 3 (the predefined teams), "
+                                       "e.g. 64, or unset it")
+                                 .value_or(32));
+  if (n < control_block_layout::predefined_slots) {
+    throw error("world", -1, "world_options::max_teams is " + std::to_string(n) + ", below the 3 predefined teams",
+                "give 0 (default: 32) or a count of at least 3");
+  }
+  if (n > most) {
+    throw error("world", -1,
+                "world_options::max_teams is " + std::to_string(n) + ", above the most, " + std::to_string(most),
+                "give a count the control block can hold, e.g. 64");
+  }
+  return n;
+}
+
+/// The longest wait timeout: a day.
+inline constexpr std::uint64_t max_wait_timeout_ms = 86'400'000;
+
+/// The debug-build wait timeout in nanoseconds: world_options::wait_timeout, else
+/// GPUCOMM_WAIT_TIMEOUT_MS, else 20 s.
+inline std::uint64_t wait_timeout_ns_from(world_options const& options) {
+  if (options.wait_timeout.count() < 0 ||
+      static_cast<std::uint64_t>(options.wait_timeout.count()) > max_wait_timeout_ms) {
+    throw error("world", -1,
+                "world_options::wait_timeout is " + std::to_string(options.wait_timeout.count()) +
+                    " ms, outside 0 to a day (86400000 ms)",
+                "give 0 (default: 20 s) or a positive number of milliseconds up to a day");
+  }
+  std::uint64_t const ms =
+      options.wait_timeout.count() != 0
+          ? static_cast<std::uint64_t>(options.wait_timeout.count())
+          : env_count("GPUCOMM_WAIT_TIMEOUT_MS", 1, max_wait_timeout_ms, "world",
+                      "set it to a number of milliseconds in decimal digits, e.g. 5000, or unset it")
+                .value_or(20'000);
+  return ms * 1'000'000;
+}
+
+}  // namespace gpucomm::detail
