@@ -385,9 +385,9 @@ class world {
   detail::any_bootstrap& bootstrap() { return boot_; }
   /// The options the world was built with.
   world_options const& options() const { return options_; }
-  /// Debug builds (GPUCOMM_DEBUG=1 at compile time): how long a device-side wait may take, in
-  /// nanoseconds (world_options::wait_timeout or GPUCOMM_WAIT_TIMEOUT_MS, else 20 s). Transports
-  /// bound their own waits with it.
+  /// How long a device-side wait may take, encoded as device code takes it (nanoseconds, and
+  /// whether the program asked: detail/bounded_wait.cuh's timeout rule). Transports bound their
+  /// own waits with it; wait_bound_ns(word, debug) decodes it.
   std::uint64_t wait_timeout_ns() const { return wait_timeout_ns_; }
   /// Same on every process of the world; 0 in a single-process world. Names host-local sockets.
   std::uint64_t session_id() const { return heap_->session(); }

@@ -37,13 +37,14 @@ struct world_options {
   /// state in the control block: 64 + 8 * npes bytes per PE, npes rounded up to a multiple of 8).
   /// 0: GPUCOMM_MAX_TEAMS if set, else 32.
   int max_teams = 0;
-  /// Debug builds (GPUCOMM_DEBUG is 1: a macro fixed at compile time, not an environment variable;
-  /// 1 unless NDEBUG is defined, and -DGPUCOMM_DEBUG=0 or =1 overrides): how long a device-side
-  /// wait (wait_until, a barrier or a collective waiting for a peer, a send queue or command ring
-  /// waiting for room or completion) may wait before it prints what it waited for (PE, operation,
-  /// address) and traps; the host then gets the failure from synchronize(). 0: the environment
-  /// variable GPUCOMM_WAIT_TIMEOUT_MS if set, else 20 s. Release builds (GPUCOMM_DEBUG 0) never
-  /// give up (docs/reliability.md). The same on every process.
+  /// How long a device-side wait (wait_until, a barrier or a collective waiting for a peer, a send
+  /// queue or command ring waiting for room or completion) may wait before it prints what it
+  /// waited for (PE, operation, address) and traps; the host then gets the failure from
+  /// synchronize(). 0: the environment variable GPUCOMM_WAIT_TIMEOUT_MS if set. Debug builds
+  /// (GPUCOMM_DEBUG is 1: a macro fixed at compile time, not an environment variable; 1 unless
+  /// NDEBUG is defined, and -DGPUCOMM_DEBUG=0 or =1 overrides) always bound waits, by 20 s when
+  /// neither is set; release builds (GPUCOMM_DEBUG 0) bound them only when one is set, with the
+  /// same report (docs/reliability.md). The same on every process.
   std::chrono::milliseconds wait_timeout{0};
   // A transport's own settings (IBGDAPost's NIC and QPs per peer) are that transport's options:
   // world::configure<Transport>(options) before its first use.

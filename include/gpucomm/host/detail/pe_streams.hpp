@@ -73,7 +73,7 @@ class pe_streams {
     }
     if (first >= 0) {
       throw error("world::synchronize", first, "a kernel on the world's streams failed: " + failed,
-                  "a gpucomm check or a debug-build wait that gave up (world_options::wait_timeout) prints a "
+                  "a gpucomm check or a wait that gave up (world_options::wait_timeout) prints a "
                   "\"gpucomm: ...\" line on standard output naming the PE, the operation and the address before it "
                   "traps; a kernel's fault loses the CUDA context of its GPU, so no later CUDA call there can "
                   "succeed: destroy the world and end the process (docs/reliability.md)");

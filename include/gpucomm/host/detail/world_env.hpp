@@ -7,8 +7,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "../../detail/bounded_wait.cuh"
 #include "../../detail/control_block.hpp"
 #include "../../error.hpp"
 #include "../world_options.hpp"
@@ -72,8 +74,9 @@ inline int max_teams_from(world_options const& options) {
 /// The longest wait timeout: a day.
 inline constexpr std::uint64_t max_wait_timeout_ms = 86'400'000;
 
-/// The debug-build wait timeout in nanoseconds: world_options::wait_timeout, else
-/// GPUCOMM_WAIT_TIMEOUT_MS, else 20 s.
+/// The wait timeout as device code takes it (detail/bounded_wait.cuh, the timeout rule):
+/// world_options::wait_timeout, else GPUCOMM_WAIT_TIMEOUT_MS, both marked as asked for (release
+/// builds honour them too), else 20 s for debug builds only.
 inline std::uint64_t wait_timeout_ns_from(world_options const& options) {
   if (options.wait_timeout.count() < 0 ||
       static_cast<std::uint64_t>(options.wait_timeout.count()) > max_wait_timeout_ms) {
@@ -82,13 +85,13 @@ inline std::uint64_t wait_timeout_ns_from(world_options const& options) {
                     " ms, outside 0 to a day (86400000 ms)",
                 "give 0 (default: 20 s) or a positive number of milliseconds up to a day");
   }
-  std::uint64_t const ms =
-      options.wait_timeout.count() != 0
-          ? static_cast<std::uint64_t>(options.wait_timeout.count())
-          : env_count("GPUCOMM_WAIT_TIMEOUT_MS", 1, max_wait_timeout_ms, "world",
-                      "set it to a number of milliseconds in decimal digits, e.g. 5000, or unset it")
-                .value_or(20'000);
-  return ms * 1'000'000;
+  std::optional<unsigned long long> ms;
+  if (options.wait_timeout.count() != 0)
+    ms = static_cast<unsigned long long>(options.wait_timeout.count());
+  else
+    ms = env_count("GPUCOMM_WAIT_TIMEOUT_MS", 1, max_wait_timeout_ms, "world",
+                   "set it to a number of milliseconds in decimal digits, e.g. 5000, or unset it");
+  return wait_timeout_word(ms.value_or(20'000) * 1'000'000, ms.has_value());
 }
 
 }  // namespace gpucomm::detail
