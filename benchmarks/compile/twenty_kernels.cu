@@ -4,8 +4,9 @@
 // barriers in a loop, block and warp groups, local buffers in shared memory, an all-to-all and a
 // broadcast), each a separate kernel as a user's program would have them; the typed ones for eight
 // element types (75 kernels in all). It is compiled, never run:
-//   scripts/compile-cost.sh --sources benchmarks/compile/twenty_kernels.cu
-// measures it per transport (GPUCOMM_TEST_TRANSPORT: 1 NVLinkStore, 2 IBGDAPost, 3 route).
+//   scripts/compile-cost.sh --sources benchmarks/compile/twenty_kernels.cu   (front end, ptxas)
+//   scripts/compile-cost.sh --headers                                         (nvcc -c, with the headers')
+// measure it per transport (GPUCOMM_TEST_TRANSPORT: 1 NVLinkStore, 2 IBGDAPost, 3 route).
 #include <cooperative_groups.h>
 #include <gpucomm/gpucomm.cuh>
 
