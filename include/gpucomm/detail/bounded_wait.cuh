@@ -16,27 +16,29 @@
 #include "../config.hpp"
 
 #if !defined(__CUDA_ARCH__)
-#include <chrono>
-#include <thread>
+#include <sched.h>
+#include <time.h>
 #endif
 
 namespace gpucomm::detail {
 
-/// Nanoseconds from a monotonic clock: %globaltimer on the device, steady_clock on the host.
+/// Nanoseconds from a monotonic clock: %globaltimer on the device (the same clock on every SM),
+/// CLOCK_MONOTONIC on the host. (POSIX calls rather than <chrono> and <thread>: this header is on
+/// every kernel file's include path, and those two cost each file more to compile than it does.)
 GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint64_t now_ns() noexcept {
-  NV_IF_ELSE_TARGET(NV_IS_DEVICE,
-                    (std::uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;"
-                                                   : "=l"(t));
-                     return t;),
-                    (return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                           std::chrono::steady_clock::now().time_since_epoch())
-                                                           .count());))
+  NV_IF_ELSE_TARGET(
+      NV_IS_DEVICE,
+      (std::uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;"
+                                     : "=l"(t));
+       return t;),
+      (timespec ts{}; clock_gettime(CLOCK_MONOTONIC, &ts);
+       return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);))
 }
 
 /// Backs off inside a spin loop: nanosleep on the device, a yield on the host (the NIC model runs
 /// on host threads that must get the CPU).
 GPUCOMM_HD GPUCOMM_FORCEINLINE void spin_pause() noexcept {
-  NV_IF_ELSE_TARGET(NV_PROVIDES_SM_70, (__nanosleep(64);), (NV_IF_TARGET(NV_IS_HOST, (std::this_thread::yield();))))
+  NV_IF_ELSE_TARGET(NV_PROVIDES_SM_70, (__nanosleep(64);), (NV_IF_TARGET(NV_IS_HOST, (sched_yield();))))
 }
 
 /// The bit of an encoded wait timeout that says the program asked for it (the rule above).

@@ -7,8 +7,6 @@
 // GPUCOMM_SPIN_TIMEOUT_NS); release builds only when the program set world_options::wait_timeout
 // or GPUCOMM_WAIT_TIMEOUT_MS, and otherwise spin until the condition holds.
 
-#include <cuda/ptx>
-
 #include <cstdint>
 #include <cstdio>
 
@@ -24,11 +22,8 @@ namespace gpucomm::detail {
 
 #if defined(__CUDACC__)
 
-/// The GPU's global nanosecond timer.
-__device__ GPUCOMM_FORCEINLINE std::uint64_t global_time_ns() {
-  // %globaltimer: nanoseconds, the same clock on every SM.
-  return cuda::ptx::get_sreg_globaltimer();
-}
+/// The GPU's global nanosecond timer (%globaltimer).
+__device__ GPUCOMM_FORCEINLINE std::uint64_t global_time_ns() { return now_ns(); }
 
 /// Prints which PEs share this PE's GPU, from the control block's header (detail/control_block.hpp):
 /// the usual reason a wait never ends when PEs share a GPU is a peer whose kernel is not resident.
