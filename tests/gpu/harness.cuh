@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #if GPUCOMM_TEST_HAVE_MPI
@@ -51,19 +52,20 @@ inline std::vector<int> single_process_devices() {
   return devices;
 }
 
-// The transport the op suite (tests/gpu/ops) runs on, chosen per test binary by
-// GPUCOMM_TEST_TRANSPORT: 1 NVLinkStore (gpucomm_gpu_tests), 2 IBGDAPost through the NIC model
-// (gpucomm_gpu_tests_ibgda), 3 route<NVLinkStore, IBGDAPost> with a forced split: PEs in different
-// halves of the world are not allowed load/store, so they go through the NIC model
-// (gpucomm_gpu_tests_route), 4 MinimalStore, the test-only transport written against the contract
-// alone (gpucomm_gpu_tests_minimal, tests/gpu/minimal), 5 P2PCopy with small stages
-// (gpucomm_gpu_tests_p2p): 3 stages of 256 bytes, so that every group of the suite's blocks has
-// staging of its own and large copies cycle through the pipeline thousands of times, 6 ProxyQueue
-// with its copy-engine backend (gpucomm_gpu_tests_proxy), on rings of 64 commands so that the
-// suite's kernels fill them and wait for space, 7 ProxyQueue with its NIC backend through the NIC
-// model (gpucomm_gpu_tests_proxy_nic), the same rings: every peer through the NIC, or, with
-// GPUCOMM_TEST_PROXY_SPLIT=1, the route tests' forced split (peers in the other half of the world
-// through the NIC, the others by the copy engines; every signal and atomic through the NIC).
+// The transport the suites run on, chosen per test binary by GPUCOMM_TEST_TRANSPORT (the build's
+// one parameter; the cases ask the type's capabilities and the traits below, never the number):
+// 1 NVLinkStore (gpucomm_gpu_tests), 2 IBGDAPost through the NIC model (gpucomm_gpu_tests_ibgda),
+// 3 route<NVLinkStore, IBGDAPost> with a forced split: PEs in different halves of the world are not
+// allowed load/store, so they go through the NIC model (gpucomm_gpu_tests_route), 4 MinimalStore,
+// the test-only transport written against the contract alone (gpucomm_gpu_tests_minimal,
+// tests/gpu/minimal), 5 P2PCopy with small stages (gpucomm_gpu_tests_p2p): 3 stages of 256 bytes,
+// so that every group of the suite's blocks has staging of its own and large copies cycle through
+// the pipeline thousands of times, 6 ProxyQueue with its copy-engine backend
+// (gpucomm_gpu_tests_proxy), on rings of 64 commands so that the suite's kernels fill them and wait
+// for space, 7 ProxyQueue with its NIC backend through the NIC model (gpucomm_gpu_tests_proxy_nic),
+// the same rings: every peer through the NIC, or, with GPUCOMM_TEST_PROXY_SPLIT=1, the route tests'
+// forced split (peers in the other half of the world through the NIC, the others by the copy
+// engines; every signal and atomic through the NIC).
 #ifndef GPUCOMM_TEST_TRANSPORT
 #define GPUCOMM_TEST_TRANSPORT 1
 #endif
@@ -82,14 +84,83 @@ using transport_under_test = gpucomm::ProxyQueue;
 #else
 #error "GPUCOMM_TEST_TRANSPORT must be 1 to 7"
 #endif
-/// Whether every peer is reached by load/store (remote() works for all of them).
-#define GPUCOMM_TEST_DIRECT (GPUCOMM_TEST_TRANSPORT == 1 || GPUCOMM_TEST_TRANSPORT == 5)
-/// Whether the transport has float and double atomic add.
-#define GPUCOMM_TEST_FLOAT_ADD (GPUCOMM_TEST_TRANSPORT == 1 || GPUCOMM_TEST_TRANSPORT == 5)
+/// ProxyQueue's backend in this build: the NIC through the NIC model (7), or the copy engines (6).
+/// One type, two builds: the rest of the suites' choices follow from the type and this.
+inline constexpr bool proxy_nic_backend = GPUCOMM_TEST_TRANSPORT == 7;
+
+// ---- what the cases ask of the transport under test -----------------------------------------------
+// Capabilities come from contract.cuh (can_get<transport_under_test>, can_float_add<...>); the
+// properties below are the ones that are not capabilities, each defined once from the type.
+
+template <class T>
+inline constexpr bool is_route = false;
+template <class... Legs>
+inline constexpr bool is_route<gpucomm::route<Legs...>> = true;
+
+template <class T, class Leg>
+inline constexpr bool has_leg = std::is_same_v<T, Leg>;
+template <class... Legs, class Leg>
+inline constexpr bool has_leg<gpucomm::route<Legs...>, Leg> = (std::is_same_v<Legs, Leg> || ...);
+
+template <class T>
+struct nic_model_of {
+  using type = std::conditional_t<has_leg<T, gpucomm::IBGDAPost>, gpucomm::IBGDAPost, void>;
+};
+template <>
+struct nic_model_of<gpucomm::ProxyQueue> {
+  using type = std::conditional_t<proxy_nic_backend, gpucomm::ProxyQueue, void>;
+};
+/// The transport whose host half runs the NIC model in this suite (IBGDAPost, alone or as a route's
+/// leg; ProxyQueue on its NIC backend), or void.
+using nic_model_transport = typename nic_model_of<transport_under_test>::type;
+/// Whether operations go through the NIC model, whose faults (nic_model_faults) can be injected.
+inline constexpr bool has_nic_model = !std::is_void_v<nic_model_transport>;
 /// Operations through the NIC model cost tens of microseconds each (the model is a host thread
 /// moving bytes with cudaMemcpy): loop-heavy tests divide their round counts by this.
-inline constexpr int model_slowdown =
-    GPUCOMM_TEST_TRANSPORT == 2 || GPUCOMM_TEST_TRANSPORT == 3 || GPUCOMM_TEST_TRANSPORT == 7 ? 10 : 1;
+inline constexpr int model_slowdown = has_nic_model ? 10 : 1;
+
+/// Whether remote() reaches every peer (not only some, as route's does): direct loads and stores.
+inline constexpr bool load_store_everywhere = gpucomm::detail::load_stores_everywhere<transport_under_test>;
+
+template <class T>
+concept keyed_state = requires(typename T::device_state s) {
+  s.keys.rows;
+};
+template <class T>
+concept staging_state = requires(typename T::device_state s) {
+  s.staging_slots;
+};
+/// Whether the device state holds the NIC's remote key table (heap_keys), which a test can corrupt
+/// to provoke an error completion (ibgda/bad_key.cuh).
+inline constexpr bool has_key_table = keyed_state<transport_under_test>;
+/// Whether the device state holds staging slots for the local buffers the NIC does not reach,
+/// which a test can read to see which path a put or get took.
+inline constexpr bool has_staging_slots = staging_state<transport_under_test>;
+
+template <class T>
+inline constexpr bool anywhere_local_buffers = false;
+template <>
+inline constexpr bool anywhere_local_buffers<gpucomm::NVLinkStore> = true;
+template <>
+inline constexpr bool anywhere_local_buffers<gpucomm::IBGDAPost> = true;
+template <class... Legs>
+inline constexpr bool anywhere_local_buffers<gpucomm::route<Legs...>> = (anywhere_local_buffers<Legs> && ...);
+/// Whether puts take their source and gets their destination anywhere a kernel can address (shared
+/// memory, a local variable, cudaMalloc'd memory, registered or not) by every group kind and at
+/// every size, the subject of ops/local_buffers.cu: NVLinkStore (plain loads and stores, the
+/// reference), IBGDAPost (inline, staged or straight to the NIC) and routes over them.
+inline constexpr bool local_buffers_anywhere = anywhere_local_buffers<transport_under_test>;
+
+/// Whether the group's own threads move put and get data with vector widths chosen by element size
+/// (NVLinkStore, MinimalStore), so every element size is a copy path of its own. The other
+/// transports move bytes (the NIC, the copy engines, the bulk-copy unit).
+inline constexpr bool width_by_element_size =
+    std::is_same_v<transport_under_test, gpucomm::NVLinkStore> || std::is_same_v<transport_under_test, MinimalStore>;
+
+/// Whether the suites take every group kind and element type of their rotations (NVLinkStore, the
+/// reference and the quickest build) rather than a sample: the code under test is the same on
+/// every transport, and a full sample would make the others' builds several times longer.
+inline constexpr bool full_sample = std::is_same_v<transport_under_test, gpucomm::NVLinkStore>;
 
 /// Whether the ProxyQueue NIC suite runs the forced split (GPUCOMM_TEST_PROXY_SPLIT=1).
 inline bool proxy_split() {
@@ -102,10 +173,10 @@ inline bool proxy_split() {
 inline gpucomm::proxy_options proxy_test_options() {
   gpucomm::proxy_options o;
   o.log_depth = 6;
-#if GPUCOMM_TEST_TRANSPORT == 7
-  o.backends = proxy_split() ? gpucomm::proxy_backends::by_reach : gpucomm::proxy_backends::nic;
-  o.nic = gpucomm::nic_choice::model;
-#endif
+  if constexpr (proxy_nic_backend) {
+    o.backends = proxy_split() ? gpucomm::proxy_backends::by_reach : gpucomm::proxy_backends::nic;
+    o.nic = gpucomm::nic_choice::model;
+  }
   return o;
 }
 
@@ -113,6 +184,17 @@ inline gpucomm::proxy_options proxy_test_options() {
 inline bool same_half(int npes, int i, int j) {
   int const half = (npes + 1) / 2;
   return i / half == j / half;
+}
+
+/// Whether the world forces route's split (PEs in different halves of the world not allowed
+/// load/store): always for route, and for ProxyQueue's NIC backend with GPUCOMM_TEST_PROXY_SPLIT=1.
+inline bool forced_split() {
+  if constexpr (is_route<transport_under_test>)
+    return true;
+  else if constexpr (proxy_nic_backend)
+    return proxy_split();
+  else
+    return false;
 }
 
 inline std::unique_ptr<gpucomm::world>& world_slot() {
@@ -140,12 +222,10 @@ inline gpucomm::world_options test_world_options() {
 /// through the software NIC model (no machine here has a NIC) unless GPUCOMM_NIC names one.
 inline std::unique_ptr<gpucomm::world> make_world(gpucomm::world_options options = test_world_options()) {
   std::unique_ptr<gpucomm::world> w;
-#if GPUCOMM_TEST_TRANSPORT == 3 || GPUCOMM_TEST_TRANSPORT == 7
-  if (!options.load_store_filter && (GPUCOMM_TEST_TRANSPORT == 3 || proxy_split())) {
+  if (!options.load_store_filter && forced_split()) {
     int const npes = test_world_npes();
     options.load_store_filter = [npes](int i, int j) { return same_half(npes, i, j); };
   }
-#endif
 #if GPUCOMM_TEST_HAVE_MPI
   if (under_mpi()) {
     char const* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
@@ -172,6 +252,40 @@ inline gpucomm::world& the_world() {
 inline void release_world() { world_slot().reset(); }
 
 #define GPUCOMM_TEST_CUDA(expr) REQUIRE((expr) == cudaSuccess)
+
+/// Registers Case<transport_under_test>::run as a Catch2 test case where Enabled. Elsewhere the
+/// case does not exist (Catch2 neither lists nor runs it) and its body, a member of a class
+/// template, is never instantiated: it may use what only the transports it runs on have.
+template <bool Enabled, template <class> class Case>
+struct case_registrar {
+  case_registrar(Catch::NameAndTags const& name_and_tags, Catch::SourceLineInfo const& where) {
+    if constexpr (Enabled) {
+      [[maybe_unused]] Catch::AutoReg const registered(Catch::makeTestInvoker(&Case<transport_under_test>::run), where,
+                                                       Catch::StringRef(), name_and_tags);
+    }
+  }
+};
+
+/// A test case that exists only where `condition` holds, a constant about the transport under test:
+/// a capability (gpucomm::can_float_add<gpucomm::test::transport_under_test>) or one of the traits
+/// above (gpucomm::test::has_nic_model). Name and tags as TEST_CASE's:
+///   GPUCOMM_TEST_CASE_IF(gpucomm::test::load_store_everywhere, "remote(): ...", "[gpu][ops]") { ... }
+/// The body is a function template of `Tr`, the transport under test: whatever only the transports
+/// the case runs on have is reached through Tr (Tr::device_state, kernel<Tr>), so that it is
+/// compiled only where the case exists.
+#define GPUCOMM_TEST_CASE_IF(condition, name, tags) \
+  GPUCOMM_TEST_CASE_IF_(condition, name, tags, INTERNAL_CATCH_UNIQUE_NAME(gpucomm_test_case_))
+#define GPUCOMM_TEST_CASE_IF_(condition, name, tags, Case)                                                    \
+  namespace {                                                                                                 \
+  template <class Tr>                                                                                         \
+  struct Case {                                                                                               \
+    static void run();                                                                                        \
+  };                                                                                                          \
+  gpucomm::test::case_registrar<(condition), Case> const INTERNAL_CATCH_UNIQUE_NAME(gpucomm_test_registrar_){ \
+      Catch::NameAndTags{name, tags}, CATCH_INTERNAL_LINEINFO};                                               \
+  }                                                                                                           \
+  template <class Tr>                                                                                         \
+  void Case<Tr>::run()
 
 /// Run f(pe) for every PE this process owns, with that PE's GPU current.
 template <class F>

@@ -39,6 +39,7 @@ using gpucomm::sym_array;
 using gpucomm::team;
 using gpucomm::team_workspace;
 using gpucomm::workspace_options;
+using gpucomm::test::full_sample;
 namespace reduction = gpucomm::reduction;
 
 /// A user group, the whole block, whose leader leaves about half of its syncs 20 us after the
@@ -237,7 +238,7 @@ __global__ void __launch_bounds__(1024) reduce_kernel(coll_args a) {
       break;
     case kind::allreduce_packets:
     case kind::allreduce_packets_in_place:
-      if constexpr (gpucomm::detail::load_stores_everywhere<transport_under_test> && gpucomm::detail::packet_element<T>)
+      if constexpr (load_store_everywhere && gpucomm::detail::packet_element<T>)
         gpucomm::allreduce<allreduce_algorithm::packets>(a.c, g, ws, dst, a.k == kind::allreduce_packets ? src : dst,
                                                          a.n, Op{});
       break;

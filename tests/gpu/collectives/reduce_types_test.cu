@@ -18,20 +18,20 @@ TEST_CASE("every reduction operation on the element types it takes", "[gpu][coll
     check_collective<mk_block, __half, reduction::sum>(cc);
     check_collective<mk_block, std::int8_t, reduction::prod>(cc);
     check_collective<mk_block, bool, reduction::bit_and>(cc);
-#if GPUCOMM_TEST_TRANSPORT == 1
-    check_collective<mk_block, std::int64_t, reduction::prod>(cc);
-    check_collective<mk_block, std::int64_t, reduction::max>(cc);
-    check_collective<mk_block, int, reduction::min>(cc);
-    check_collective<mk_block, int, reduction::bit_xor>(cc);
-    check_collective<mk_block, std::uint8_t, reduction::bit_or>(cc);
-    check_collective<mk_block, std::uint16_t, reduction::bit_and>(cc);
-    check_collective<mk_block, bool, reduction::min>(cc);
-    check_collective<mk_block, float, reduction::max>(cc);
-    check_collective<mk_block, double, reduction::sum>(cc);
-    check_collective<mk_block, __half, reduction::max>(cc);
-    check_collective<mk_block, __nv_bfloat16, reduction::sum>(cc);
-    check_collective<mk_block, __nv_bfloat16, reduction::min>(cc);
-#endif
+    if constexpr (full_sample) {
+      check_collective<mk_block, std::int64_t, reduction::prod>(cc);
+      check_collective<mk_block, std::int64_t, reduction::max>(cc);
+      check_collective<mk_block, int, reduction::min>(cc);
+      check_collective<mk_block, int, reduction::bit_xor>(cc);
+      check_collective<mk_block, std::uint8_t, reduction::bit_or>(cc);
+      check_collective<mk_block, std::uint16_t, reduction::bit_and>(cc);
+      check_collective<mk_block, bool, reduction::min>(cc);
+      check_collective<mk_block, float, reduction::max>(cc);
+      check_collective<mk_block, double, reduction::sum>(cc);
+      check_collective<mk_block, __half, reduction::max>(cc);
+      check_collective<mk_block, __nv_bfloat16, reduction::sum>(cc);
+      check_collective<mk_block, __nv_bfloat16, reduction::min>(cc);
+    }
   }
 }
 
@@ -46,12 +46,13 @@ TEST_CASE("reductions in the multi-CTA form and with one large block", "[gpu][co
   }
 }
 
-#if GPUCOMM_TEST_TRANSPORT == 1
 // The round protocols on a group whose leader is late out of syncs (common.cuh): every reduction
 // and a data collective, in many rounds (packet rounds of 256 ints, rounds of 512). The units of a
 // round must reach past the leader's warp: the threads of that warp wait for the leader at the end
-// of its delay, so only the other warps can run ahead of it.
-TEST_CASE("collectives on a group whose leader leaves every sync late", "[gpu][collectives]") {
+// of its delay, so only the other warps can run ahead of it. (The protocols are the same on every
+// transport: the full sample's suite has it.)
+GPUCOMM_TEST_CASE_IF(gpucomm::test::full_sample, "collectives on a group whose leader leaves every sync late",
+                     "[gpu][collectives]") {
   auto& w = gpucomm::test::the_world();
   team const world_team = w.team_world();
   std::size_t const n = 8000 / static_cast<std::size_t>(model_slowdown) + 5;
@@ -59,4 +60,3 @@ TEST_CASE("collectives on a group whose leader leaves every sync late", "[gpu][c
   for (kind k : reductions) check_collective<mk_late_leader, int, reduction::sum>({world_team, k, n, 0, ws, 11});
   check_collective<mk_late_leader, int>({world_team, kind::allgather, n, 0, ws, 12});
 }
-#endif

@@ -39,7 +39,7 @@ inline std::vector<kind> const reductions = [] {
                       kind::allreduce_two_shot,
                       kind::allreduce_automatic,
                       kind::allreduce_in_place};
-  if constexpr (gpucomm::detail::load_stores_everywhere<transport_under_test>) {
+  if constexpr (load_store_everywhere) {
     k.push_back(kind::allreduce_packets);
     k.push_back(kind::allreduce_packets_in_place);
   }
@@ -50,7 +50,7 @@ inline std::vector<kind> const reductions = [] {
 /// NVLinkStore, fewer on the other transports, whose builds are several times longer (the
 /// collectives' code is the same; what varies by transport is put_signal and signal).
 /// (route: 2, the fewest that still varies the group kind; its builds are the longest of all.)
-constexpr int rotation = GPUCOMM_TEST_TRANSPORT == 1 ? 5 : GPUCOMM_TEST_TRANSPORT == 3 ? 2 : 3;
+constexpr int rotation = full_sample ? 5 : is_route<transport_under_test> ? 2 : 3;
 
 inline std::vector<std::size_t> test_counts() {
   return {0, 1, 37, 1000 / static_cast<std::size_t>(model_slowdown) + 3};

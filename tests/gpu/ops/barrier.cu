@@ -26,6 +26,13 @@ struct bar_args {
   unsigned long long* errors;  // local [0]
 };
 
+/// c.remote(p, pe)[0] = v, for transports whose remote() reaches every peer: a template, so that
+/// the others (remote() does not exist for them) never compile it.
+template <class C, class T>
+__device__ void remote_store(C const& c, sym_ptr<T> p, int pe, T v) {
+  c.remote(p, pe)[0] = v;
+}
+
 /// One group per PE (group 0 of block 0) runs the rounds.
 template <class M>
 __global__ void barrier_kernel(bar_args a) {
@@ -40,12 +47,12 @@ __global__ void barrier_kernel(bar_args a) {
     int const buf = r & 1;
     auto const mine = a.slots + static_cast<std::ptrdiff_t>((buf * npes + me) * W);
     // Direct remote() stores only where every peer is reached by load/store.
-    int const mode = GPUCOMM_TEST_DIRECT ? r % 3 : 1 + r % 2;
+    int const mode = gpucomm::test::load_store_everywhere ? r % 3 : 1 + r % 2;
     if (mode == 0) {
-#if GPUCOMM_TEST_DIRECT  // remote() exists only for load/store transports
-      for (int i = static_cast<int>(rank); i < n; i += static_cast<int>(size))
-        a.c.remote(mine + i % W, i / W)[0] = bval(a.salt, r, me, i / W, i % W);
-#endif
+      if constexpr (gpucomm::test::load_store_everywhere) {
+        for (int i = static_cast<int>(rank); i < n; i += static_cast<int>(size))
+          remote_store(a.c, mine + i % W, i / W, bval(a.salt, r, me, i / W, i % W));
+      }
     } else {
       for (int i = static_cast<int>(rank); i < n; i += static_cast<int>(size))
         a.stage[i] = bval(a.salt, r, me, i / W, i % W);
@@ -104,25 +111,26 @@ void run_barrier_rounds(unsigned block, int rounds, int launches, std::uint64_t 
   w.barrier();
 }
 
-// ---- remote() -----------------------------------------------------------------------------------
-#if GPUCOMM_TEST_DIRECT
+// ---- remote(), where it reaches every peer (load_store_everywhere; elsewhere the helpers are unused)
 
-__host__ __device__ inline std::uint32_t rval32(int from, int at, std::size_t i) {
+[[maybe_unused]] __host__ __device__ inline std::uint32_t rval32(int from, int at, std::size_t i) {
   return static_cast<std::uint32_t>(mix(3131, static_cast<std::uint64_t>(from * 64 + at), i));
 }
-__host__ __device__ inline unsigned char rval8(int from, int at, std::size_t i) {
+[[maybe_unused]] __host__ __device__ inline unsigned char rval8(int from, int at, std::size_t i) {
   return static_cast<unsigned char>(mix(3132, static_cast<std::uint64_t>(from * 64 + at), i) | 1u);
 }
 
+template <class Tr>
 struct remote_args {
-  comm_t c;
+  gpucomm::comm<Tr> c;
   sym_ptr<std::uint32_t> a32;  // [npes][N]: region q written by PE q
   sym_ptr<unsigned char> a8;   // [npes][N + 1], regions at odd offsets
   std::size_t N;
   unsigned long long* errors;  // local [0] values, [1] pointer arithmetic
 };
 
-__global__ void remote_kernel(remote_args a) {
+template <class Tr>
+__global__ void remote_kernel(remote_args<Tr> a) {
   auto const block = cg::this_thread_block();
   int const me = a.c.my_pe();
   int const npes = a.c.npes();
@@ -152,7 +160,6 @@ __global__ void remote_kernel(remote_args a) {
   report(a.errors, bad);
   report(a.errors + 1, bad_ptr);
 }
-#endif
 
 }  // namespace
 
@@ -183,8 +190,8 @@ TEST_CASE("sanitize: barrier, small", "[gpu][ops][barrier][sanitize]") {
   run_barrier_rounds<mk_tile<32>>(32, 30, 1, 2011);
 }
 
-#if GPUCOMM_TEST_DIRECT
-TEST_CASE("remote(): direct stores to and loads from every PE", "[gpu][ops][put][get]") {
+GPUCOMM_TEST_CASE_IF(gpucomm::test::load_store_everywhere, "remote(): direct stores to and loads from every PE",
+                     "[gpu][ops][put][get]") {
   auto& w = gpucomm::test::the_world();
   int const npes = w.npes();
   std::size_t const N = 100003;  // odd
@@ -197,8 +204,8 @@ TEST_CASE("remote(): direct stores to and loads from every PE", "[gpu][ops][put]
   }
   w.barrier();
   for_each_local_pe(w, [&](int pe) {
-    remote_args a{w.comm<transport_under_test>(pe), a32.ptr(pe), a8.ptr(pe), N, errors.ptr(pe).get()};
-    remote_kernel<<<1, 512, 0, w.stream(pe)>>>(a);
+    remote_args<Tr> a{w.comm<Tr>(pe), a32.ptr(pe), a8.ptr(pe), N, errors.ptr(pe).get()};
+    remote_kernel<Tr><<<1, 512, 0, w.stream(pe)>>>(a);
   });
   finish(w);
   w.barrier();
@@ -222,4 +229,3 @@ TEST_CASE("remote(): direct stores to and loads from every PE", "[gpu][ops][put]
   }
   w.barrier();
 }
-#endif

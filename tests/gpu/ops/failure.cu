@@ -21,10 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "common.cuh"
-#if GPUCOMM_TEST_TRANSPORT == 2
 #include "../ibgda/bad_key.cuh"
-#endif
+#include "common.cuh"
 
 using namespace gpucomm::test::ops;
 
@@ -54,13 +52,13 @@ __global__ void failure_kernel(failure_args a) {
     case role::traps:
       __trap();
     case role::puts_with_bad_key:
-#if GPUCOMM_TEST_TRANSPORT == 2
-      if (threadIdx.x == 0) {
-        a.c.put_signal(gpucomm::this_thread(), a.data, a.data.get() + 1, 1, a.sig, 1, gpucomm::signal_op::set,
-                       a.target);
-        if (a.target == a.c.my_pe()) a.c.wait_until(a.sig, gpucomm::cmp::ge, 1);
+      if constexpr (gpucomm::test::has_key_table) {
+        if (threadIdx.x == 0) {
+          a.c.put_signal(gpucomm::this_thread(), a.data, a.data.get() + 1, 1, a.sig, 1, gpucomm::signal_op::set,
+                         a.target);
+          if (a.target == a.c.my_pe()) a.c.wait_until(a.sig, gpucomm::cmp::ge, 1);
+        }
       }
-#endif
       return;
   }
 }
@@ -259,11 +257,10 @@ TEST_CASE("failure: a PE whose kernel traps: synchronize reports it and the PEs 
   w->bootstrap().barrier();
 }
 
-#if GPUCOMM_TEST_TRANSPORT == 2
-TEST_CASE(
-    "failure: an error completion from a bad key: the sender's synchronize names it and the PE waiting for "
-    "its signal reports then traps",
-    "[.failure][gpu]") {
+GPUCOMM_TEST_CASE_IF(gpucomm::test::has_key_table,
+                     "failure: an error completion from a bad key: the sender's synchronize names it and the PE "
+                     "waiting for its signal reports then traps",
+                     "[.failure][gpu]") {
   auto w = case_world().release();  // never destroyed (see the top of the file)
   int const npes = w->npes();
   // PE 0's put_signal to the last PE goes out with a bad rkey: the NIC answers with a remote access
@@ -278,7 +275,7 @@ TEST_CASE(
   w->barrier();
   std::vector<void*> tables;
   // The signal word the target waits on is its own sig[target]; PE 0 signals that word.
-  outcome const o = run_case(*w, roles, sig, data, target, [&](int pe, state_t& state) {
+  outcome const o = run_case(*w, roles, sig, data, target, [&](int pe, typename Tr::device_state& state) {
     if (pe == 0) tables.push_back(gpucomm::test::corrupt_rkey(*w, pe, target, state));
   });
   std::size_t const seen = check_reports(*w, o, roles, sig, {});
@@ -301,4 +298,3 @@ TEST_CASE(
   }
   w->bootstrap().barrier();
 }
-#endif

@@ -8,19 +8,19 @@
 // IBGDAPost these go inline, staged or straight to the NIC
 // (transport/ibgda_post/device.cuh); the IBGDAPost suite also checks which: staging slots are used for an unregistered
 // buffer and untouched for a registered one. NVLinkStore's plain loads and stores are the reference behaviour.
-#include "common.cuh"
-
-#if GPUCOMM_TEST_TRANSPORT <= 3
-
 #include <algorithm>
 #include <map>
 
+#include "common.cuh"
+
 using namespace gpucomm::test::ops;
 
+// The helpers of the cases below, which exist only where local_buffers_anywhere holds: elsewhere
+// nothing references them ([[maybe_unused]]).
 namespace {
 
 enum class placement { shared, device, local_variable, registered };
-char const* placement_name(placement p) {
+[[maybe_unused]] char const* placement_name(placement p) {
   switch (p) {
     case placement::shared:
       return "shared memory";
@@ -33,9 +33,9 @@ char const* placement_name(placement p) {
   }
 }
 
-constexpr std::size_t local_max = 1024;  // the local variable's size
-constexpr std::size_t guard = 16;        // poison checked after every get's destination
-constexpr std::uint64_t source_salt = 0x77;
+[[maybe_unused]] constexpr std::size_t local_max = 1024;  // the local variable's size
+[[maybe_unused]] constexpr std::size_t guard = 16;        // poison checked after every get's destination
+[[maybe_unused]] constexpr std::uint64_t source_salt = 0x77;
 
 struct lb_args {
   comm_t c;
@@ -52,7 +52,7 @@ struct lb_args {
 
 /// Whether group gi of `groups` handles target t: one group per (PE, target) pair when there are fewer groups than
 /// PEs, else groups / npes of them, each with its own data.
-__host__ __device__ bool handles(unsigned gi, unsigned groups, int me, int t, int npes) {
+[[maybe_unused]] __host__ __device__ bool handles(unsigned gi, unsigned groups, int me, int t, int npes) {
   auto const offset = static_cast<unsigned>((t + npes - me) % npes);
   return groups < static_cast<unsigned>(npes) ? offset % groups == gi : gi % static_cast<unsigned>(npes) == offset;
 }
@@ -84,10 +84,10 @@ __global__ void local_buffers_kernel(lb_args a) {
     if (a.variant == 2) a.c.put_signal(g, at, src, n, a.sig, 1, gpucomm::signal_op::add, t);
   }
   if (a.variant == 1) a.c.quiet(g);  // the sources may be overwritten now
-  // A get into a local variable by a group of several threads: IBGDAPost fills every thread's
-  // copy; load/store transports have each thread move its share into its own (the contract
-  // promises only a single thread's).
-  bool const gets = !own || size == 1 || GPUCOMM_TEST_TRANSPORT == 2;
+  // A get into a local variable by a group of several threads: a transport that stages it
+  // (IBGDAPost, has_staging_slots) fills every thread's copy; load/store transports have each
+  // thread move its share into its own (the contract promises only a single thread's).
+  bool const gets = !own || size == 1 || gpucomm::test::has_staging_slots;
   for (int t = 0; gets && t < npes; ++t) {
     if (!handles(gi, groups, me, t, npes)) continue;
     for (std::size_t k = own ? 0 : rank; k < n + guard; k += own ? 1 : size) dst[k] = poison_byte;
@@ -114,10 +114,11 @@ __global__ void local_buffers_kernel(lb_args a) {
   }
 }
 
-#if GPUCOMM_TEST_TRANSPORT == 2
-/// Resets (or reads) the staging slots' control words of local PE pe, between kernels.
+/// Resets (or reads) the staging slots' control words of local PE pe, between kernels
+/// (transports with has_staging_slots).
+template <class Tr>
 std::vector<gpucomm::detail::ibgda_staging_slot> staging_slots(gpucomm::world& w, int pe, bool reset) {
-  auto const state = w.comm<transport_under_test>(pe).state();
+  auto const state = w.comm<Tr>(pe).state();
   std::vector<gpucomm::detail::ibgda_staging_slot> v(gpucomm::detail::ibgda_staging::slots);
   std::size_t const bytes = v.size() * sizeof(v[0]);
   GPUCOMM_TEST_CUDA(cudaSetDevice(w.device(pe)));
@@ -125,9 +126,8 @@ std::vector<gpucomm::detail::ibgda_staging_slot> staging_slots(gpucomm::world& w
   GPUCOMM_TEST_CUDA(cudaMemcpy(v.data(), state.staging_slots, bytes, cudaMemcpyDeviceToHost));
   return v;
 }
-#endif
 
-template <class M>
+template <class M, class Tr = transport_under_test>
 void run_case(placement where, std::size_t bytes, int variant, unsigned block, std::uint64_t salt) {
   auto& w = gpucomm::test::the_world();
   int const npes = w.npes();
@@ -149,9 +149,7 @@ void run_case(placement where, std::size_t bytes, int variant, unsigned block, s
     fill_bytes(w, pe, arena.ptr(pe).get(), poison_byte, arena.size_bytes());
     upload(w, pe, source.ptr(pe).get(), pattern_arena(source_salt, pe, bytes).data(), bytes);
     fill_bytes(w, pe, sig.ptr(pe).get(), 0, sizeof(signal_t));
-#if GPUCOMM_TEST_TRANSPORT == 2
-    staging_slots(w, pe, true);
-#endif
+    if constexpr (gpucomm::test::has_staging_slots) staging_slots<Tr>(w, pe, true);
   }
   w.barrier();
   std::size_t const smem = where == placement::shared ? groups * stride : 0;
@@ -189,16 +187,16 @@ void run_case(placement where, std::size_t bytes, int variant, unsigned block, s
     CHECK(bad == 0);
     CHECK(e[0] == 0);  // a get's destination byte differs from the source PE's pattern
     CHECK(e[1] == 0);  // a get wrote past its destination
-#if GPUCOMM_TEST_TRANSPORT == 2
-    // Which path the bytes took: the staging slots (each use adds 2 to its lock word, odd while
-    // held) serve every get into a buffer the NIC does not reach, and are never used for a
-    // registered one.
-    auto const slots = staging_slots(w, pe, false);
-    bool const used = std::any_of(slots.begin(), slots.end(), [](auto const& s) { return s.lock != 0; });
-    bool const held = std::any_of(slots.begin(), slots.end(), [](auto const& s) { return (s.lock & 1) != 0; });
-    CHECK_FALSE(held);
-    CHECK(used == (where != placement::registered));
-#endif
+    if constexpr (gpucomm::test::has_staging_slots) {
+      // Which path the bytes took: the staging slots (each use adds 2 to its lock word, odd while
+      // held) serve every get into a buffer the NIC does not reach, and are never used for a
+      // registered one.
+      auto const slots = staging_slots<Tr>(w, pe, false);
+      bool const used = std::any_of(slots.begin(), slots.end(), [](auto const& s) { return s.lock != 0; });
+      bool const held = std::any_of(slots.begin(), slots.end(), [](auto const& s) { return (s.lock & 1) != 0; });
+      CHECK_FALSE(held);
+      CHECK(used == (where != placement::registered));
+    }
   }
   for (int pe : w.local_pes()) {
     if (where == placement::registered) w.unregister_buffer(pe, outside[pe]);
@@ -207,12 +205,13 @@ void run_case(placement where, std::size_t bytes, int variant, unsigned block, s
   w.barrier();
 }
 
-constexpr std::size_t KiB = 1024, MiB = 1024 * 1024;
+[[maybe_unused]] constexpr std::size_t KiB = 1024, MiB = 1024 * 1024;
 
 }  // namespace
 
-TEST_CASE("local buffers in global memory, registered or not, from 1 B to 16 MiB, both ways",
-          "[gpu][ops][put][get][local_buffers]") {
+GPUCOMM_TEST_CASE_IF(gpucomm::test::local_buffers_anywhere,
+                     "local buffers in global memory, registered or not, from 1 B to 16 MiB, both ways",
+                     "[gpu][ops][put][get][local_buffers]") {
   std::size_t const block_sizes[] = {1, 7, 28, 29, 1000, 64 * KiB, 64 * KiB + 1, 192 * KiB + 3, MiB + 5, 16 * MiB};
   std::size_t const warp_sizes[] = {29, 4099, 64 * KiB + 100};
   std::size_t const thread_sizes[] = {1, 29, 333};
@@ -225,7 +224,9 @@ TEST_CASE("local buffers in global memory, registered or not, from 1 B to 16 MiB
   }
 }
 
-TEST_CASE("local buffers in shared memory and in local variables, both ways", "[gpu][ops][put][get][local_buffers]") {
+GPUCOMM_TEST_CASE_IF(gpucomm::test::local_buffers_anywhere,
+                     "local buffers in shared memory and in local variables, both ways",
+                     "[gpu][ops][put][get][local_buffers]") {
   std::uint64_t salt = 9200;
   int variant = 0;
   for (std::size_t b : {std::size_t{1}, std::size_t{29}, std::size_t{4099}, std::size_t{40000}, 100 * KiB}) {
@@ -238,10 +239,9 @@ TEST_CASE("local buffers in shared memory and in local variables, both ways", "[
   }
 }
 
-TEST_CASE("local buffers: a small staged put and get under compute-sanitizer", "[local_buffers][sanitize]") {
+GPUCOMM_TEST_CASE_IF(gpucomm::test::local_buffers_anywhere,
+                     "local buffers: a small staged put and get under compute-sanitizer", "[local_buffers][sanitize]") {
   run_case<mk_block>(placement::device, 70 * KiB, 1, 128, 9300);
   run_case<mk_tile<32>>(placement::shared, 100, 2, 64, 9301);
   run_case<mk_single>(placement::local_variable, 200, 0, 4, 9302);
 }
-
-#endif  // GPUCOMM_TEST_TRANSPORT <= 3

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "../soak/program.hpp"
 #include "common.cuh"
@@ -34,13 +35,12 @@ using T_ = transport_under_test;
 constexpr unsigned block_threads = 128;
 constexpr unsigned warp_lanes = block_threads / 32;
 /// Element sizes of puts and gets (bit e: e bytes). Only the load/store transports (NVLinkStore,
-/// MinimalStore) pick their vector width by element size; the NIC, the copy engines and the
-/// bulk-copy unit move bytes, and every size is a copy of its own, which made the IBGDAPost TU take
-/// over ten minutes to build on the GPU machine (route, through both legs, longer): those take
-/// bytes and 8-byte words only (alignments and lengths still vary).
-constexpr unsigned soak_elems = GPUCOMM_TEST_TRANSPORT == 1 || GPUCOMM_TEST_TRANSPORT == 4
-                                    ? (1u << 1 | 1u << 2 | 1u << 4 | 1u << 8)
-                                    : (1u << 1 | 1u << 8);
+/// MinimalStore: width_by_element_size) pick their vector width by element size; the NIC, the copy
+/// engines and the bulk-copy unit move bytes, and every size is a copy of its own, which made the
+/// IBGDAPost TU take over ten minutes to build on the GPU machine (route, through both legs,
+/// longer): those take bytes and 8-byte words only (alignments and lengths still vary).
+constexpr unsigned soak_elems =
+    gpucomm::test::width_by_element_size ? (1u << 1 | 1u << 2 | 1u << 4 | 1u << 8) : (1u << 1 | 1u << 8);
 
 struct soak_args {
   comm_t c;
@@ -342,14 +342,12 @@ round_outcome run_round(gpucomm::world& w, soak::params const& p,
 }
 
 /// The NIC model's counters in this process (zeros for transports without one).
+template <class Owner = gpucomm::test::nic_model_transport>
 gpucomm::nic_model_stats model_stats([[maybe_unused]] gpucomm::world& w) {
-#if GPUCOMM_TEST_TRANSPORT == 2 || GPUCOMM_TEST_TRANSPORT == 3
-  return w.transport_host<gpucomm::IBGDAPost>().model_stats();
-#elif GPUCOMM_TEST_TRANSPORT == 7
-  return w.transport_host<gpucomm::ProxyQueue>().model_stats();
-#else
-  return {};
-#endif
+  if constexpr (std::is_void_v<Owner>)
+    return {};
+  else
+    return w.transport_host<Owner>().model_stats();
 }
 
 }  // namespace
@@ -359,7 +357,6 @@ TEST_CASE("soak: random valid programs of one-sided operations against the host 
   std::uint64_t const seed = env_u64("GPUCOMM_SOAK_SEED", 19);
   std::uint64_t const max_bytes = env_u64("GPUCOMM_SOAK_MAX_BYTES", total >= 100000 ? 1u << 20 : 64u << 10);
   bool const faults = env_u64("GPUCOMM_SOAK_FAULTS", 1) != 0;
-  constexpr bool nic = GPUCOMM_TEST_TRANSPORT == 2 || GPUCOMM_TEST_TRANSPORT == 3 || GPUCOMM_TEST_TRANSPORT == 7;
 
   gpucomm::world_options options = gpucomm::test::test_world_options();
   std::uint64_t const data_bytes = std::max<std::uint64_t>(1u << 20, max_bytes * 8);
@@ -367,7 +364,7 @@ TEST_CASE("soak: random valid programs of one-sided operations against the host 
   auto const wp = gpucomm::test::make_world(options);  // collective; the soak's own, with faults
   gpucomm::world& w = *wp;
   gpucomm::nic_model_faults f;
-  if (nic && faults) {
+  if (gpucomm::test::has_nic_model && faults) {
     f.doorbell_delay_us = 40;
     f.doorbell_delay_probability = 0.02;
     f.completion_delay_us = 20;

@@ -14,15 +14,14 @@
 
 using namespace gpucomm::test::ops;
 
+// Every case here exists only in the NIC backend's suite (gpucomm::test::proxy_nic_backend).
 namespace proxy_nic_tests {
 
-#if GPUCOMM_TEST_TRANSPORT == 7
-
-using proxy_comm = gpucomm::comm<gpucomm::ProxyQueue>;
 constexpr std::size_t chunk = 64;
 
+template <class Tr>
 struct faults_args {
-  proxy_comm c;
+  gpucomm::comm<Tr> c;
   sym_ptr<unsigned char> src;           // [threads * iters * chunk]: this PE's pattern
   sym_ptr<unsigned char> dst;           // the same: what the previous PE sent
   sym_ptr<unsigned long long> counter;  // [1]: the previous PE adds 1 per thread and round
@@ -31,7 +30,8 @@ struct faults_args {
   int iters;
 };
 
-__global__ void faults_kernel(faults_args a) {
+template <class Tr>
+__global__ void faults_kernel(faults_args<Tr> a) {
   int const next = (a.c.my_pe() + 1) % a.c.npes();
   std::size_t const thread = blockIdx.x * blockDim.x + threadIdx.x;
   auto const g = gpucomm::this_thread();
@@ -49,7 +49,9 @@ __global__ void faults_kernel(faults_args a) {
   a.c.quiet(g);
 }
 
-TEST_CASE("ProxyQueue NIC: puts, fetching atomics and signals while the NIC model injects faults", "[nic][faults]") {
+GPUCOMM_TEST_CASE_IF(gpucomm::test::proxy_nic_backend,
+                     "ProxyQueue NIC: puts, fetching atomics and signals while the NIC model injects faults",
+                     "[nic][faults]") {
   auto w = gpucomm::test::make_world();
   gpucomm::proxy_options o = gpucomm::test::proxy_test_options();
   o.model_faults.doorbell_delay_us = 20;
@@ -77,9 +79,8 @@ TEST_CASE("ProxyQueue NIC: puts, fetching atomics and signals while the NIC mode
   }
   w->barrier();
   gpucomm::test::for_each_local_pe(*w, [&](int pe) {
-    faults_kernel<<<grid, block, 0, w->stream(pe)>>>(faults_args{w->comm<gpucomm::ProxyQueue>(pe), src.ptr(pe),
-                                                                 dst.ptr(pe), counter.ptr(pe), sig.ptr(pe),
-                                                                 fetched.ptr(pe).get(), iters});
+    faults_kernel<Tr><<<grid, block, 0, w->stream(pe)>>>(faults_args<Tr>{
+        w->comm<Tr>(pe), src.ptr(pe), dst.ptr(pe), counter.ptr(pe), sig.ptr(pe), fetched.ptr(pe).get(), iters});
     GPUCOMM_TEST_CUDA(cudaGetLastError());
   });
   finish(*w);
@@ -101,8 +102,9 @@ TEST_CASE("ProxyQueue NIC: puts, fetching atomics and signals while the NIC mode
   w->barrier();
 }
 
-TEST_CASE("ProxyQueue NIC: a hardware NIC that is not there is an error, never replaced by the model",
-          "[proxy][nic][errors]") {
+GPUCOMM_TEST_CASE_IF(gpucomm::test::proxy_nic_backend,
+                     "ProxyQueue NIC: a hardware NIC that is not there is an error, never replaced by the model",
+                     "[proxy][nic][errors]") {
   auto w = gpucomm::test::make_world();
   gpucomm::proxy_options o = gpucomm::test::proxy_test_options();
   o.nic = gpucomm::nic_choice::hardware;
@@ -120,7 +122,5 @@ TEST_CASE("ProxyQueue NIC: a hardware NIC that is not there is an error, never r
     CHECK(said_why);
   }
 }
-
-#endif  // GPUCOMM_TEST_TRANSPORT == 7
 
 }  // namespace proxy_nic_tests

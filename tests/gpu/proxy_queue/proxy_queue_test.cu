@@ -99,10 +99,10 @@ TEST_CASE("ProxyQueue: one proxy thread for all local PEs", "[proxy]") {
   run_many_commands(*w, 4, 128, 8, 7002);
 }
 
-#if GPUCOMM_TEST_TRANSPORT == 6  // the NIC reaches only the heap: nic_test.cu has its cases
-// ---- local buffers in shared memory and outside the heap ----------------------------------------
+// ---- local buffers in shared memory and outside the heap (the copy engines' backend: the NIC
+// reaches only the heap, and nic_test.cu has its cases) ------------------------------------------
 
-constexpr std::size_t local_bytes = 1000;  // not a multiple of 16: the copy's tail is odd
+[[maybe_unused]] constexpr std::size_t local_bytes = 1000;  // not a multiple of 16: the copy's tail is odd
 
 struct local_args {
   proxy_comm c;
@@ -119,6 +119,7 @@ struct local_args {
 ///   sigs[1]   += 5 by a put_signal_nbi (add) of no bytes
 /// and getting the previous PE's arena[3] (its pattern, filled by the host) into shared memory
 /// (copied out to outside[1] for the host's check) and, with get_nbi, into outside[2].
+template <class Tr>  // ProxyQueue: a template, compiled only where the case below exists
 __global__ void local_buffers_kernel(local_args a) {
   __shared__ unsigned char tile[local_bytes];
   auto const block = cooperative_groups::this_thread_block();
@@ -144,7 +145,9 @@ __global__ void local_buffers_kernel(local_args a) {
   a.c.wait_until(block, a.sigs + 1, gpucomm::cmp::eq, 5);
 }
 
-TEST_CASE("ProxyQueue: local buffers in shared memory and outside the heap, both ways", "[proxy][sanitize]") {
+GPUCOMM_TEST_CASE_IF(!gpucomm::test::proxy_nic_backend,
+                     "ProxyQueue: local buffers in shared memory and outside the heap, both ways",
+                     "[proxy][sanitize]") {
   auto& w = the_world();
   int const npes = w.npes();
   std::uint64_t const salt = 7003;
@@ -161,7 +164,7 @@ TEST_CASE("ProxyQueue: local buffers in shared memory and outside the heap, both
   }
   w.barrier();
   for_each_local_pe(w, [&](int pe) {
-    local_buffers_kernel<<<1, 256, 0, w.stream(pe)>>>(
+    local_buffers_kernel<Tr><<<1, 256, 0, w.stream(pe)>>>(
         local_args{w.comm<gpucomm::ProxyQueue>(pe), arena.ptr(pe), sigs.ptr(pe), outside[pe], salt});
   });
   finish(w);
@@ -192,8 +195,6 @@ TEST_CASE("ProxyQueue: local buffers in shared memory and outside the heap, both
   w.barrier();
 }
 
-#endif  // GPUCOMM_TEST_TRANSPORT == 6
-
 // ---- teardown with commands in flight ----------------------------------------------------------
 
 struct teardown_args {
@@ -215,8 +216,8 @@ __global__ void teardown_kernel(teardown_args a) {
 
 // The gets land in cudaMalloc'd memory that outlives the world: the copy engine's case (the NIC
 // writes only into the heap, which goes with the world).
-#if GPUCOMM_TEST_TRANSPORT == 6
-TEST_CASE("ProxyQueue: commands in flight when the world goes are carried out before it goes", "[proxy]") {
+GPUCOMM_TEST_CASE_IF(!gpucomm::test::proxy_nic_backend,
+                     "ProxyQueue: commands in flight when the world goes are carried out before it goes", "[proxy]") {
   constexpr int chunks = 2048;  // 8 MiB per PE in 4 KiB gets, through a ring of 64
   constexpr std::size_t bytes = std::size_t{chunks} * 4096;
   std::uint64_t const salt = 7004;
@@ -254,8 +255,6 @@ TEST_CASE("ProxyQueue: commands in flight when the world goes are carried out be
   }
 }
 
-#endif  // GPUCOMM_TEST_TRANSPORT == 6
-
 TEST_CASE("ProxyQueue: freeing a block while the proxy still copies from it waits for the proxy", "[proxy]") {
   constexpr int chunks = 1024;
   constexpr std::size_t bytes = std::size_t{chunks} * 4096;
@@ -263,17 +262,17 @@ TEST_CASE("ProxyQueue: freeing a block while the proxy still copies from it wait
   auto& w = the_world();
   int const npes = w.npes();
   std::map<int, unsigned char*> out;
-#if GPUCOMM_TEST_TRANSPORT == 7
-  auto out_block = w.alloc<unsigned char>(bytes);  // the NIC writes only into the heap
-#endif
+  // The NIC writes only into the heap; the copy engines' gets land outside it.
+  constexpr bool into_heap = gpucomm::test::proxy_nic_backend;
+  gpucomm::sym_array<unsigned char> out_block;
+  if constexpr (into_heap) out_block = w.alloc<unsigned char>(bytes);
   auto src = w.alloc<unsigned char>(bytes);
   for (int pe : w.local_pes()) {
     upload(w, pe, src.ptr(pe), pattern_arena(salt, pe, bytes));
-#if GPUCOMM_TEST_TRANSPORT == 7
-    out[pe] = out_block.ptr(pe).get();
-#else
-    GPUCOMM_TEST_CUDA(cudaMalloc(&out[pe], bytes));
-#endif
+    if constexpr (into_heap)
+      out[pe] = out_block.ptr(pe).get();
+    else
+      GPUCOMM_TEST_CUDA(cudaMalloc(&out[pe], bytes));
     fill_bytes(w, pe, out[pe], poison_byte, bytes);
   }
   w.barrier();
@@ -286,9 +285,7 @@ TEST_CASE("ProxyQueue: freeing a block while the proxy still copies from it wait
   for (int pe : w.local_pes()) {
     INFO("PE " << pe);
     CHECK(bytes_differing(download(w, pe, out[pe], bytes), salt, (pe + 1) % npes) == 0);
-#if GPUCOMM_TEST_TRANSPORT == 6
-    GPUCOMM_TEST_CUDA(cudaFree(out[pe]));
-#endif
+    if constexpr (!into_heap) GPUCOMM_TEST_CUDA(cudaFree(out[pe]));
   }
   w.barrier();
 }
@@ -359,12 +356,12 @@ TEST_CASE("ProxyQueue: failed commands are reported by world::synchronize, and t
   bool const nic_refused =
       unknown.find("source is not in this PE's symmetric heap, in one live allocation") != std::string::npos;
   bool const engine_refused = unknown.find("source is not memory CUDA knows") != std::string::npos;
-#if GPUCOMM_TEST_TRANSPORT == 7
-  CHECK((nic_refused || (gpucomm::test::proxy_split() && engine_refused)));  // split: either backend's is first
-#else
-  CHECK(engine_refused);
-  CHECK_FALSE(nic_refused);
-#endif
+  if constexpr (gpucomm::test::proxy_nic_backend) {
+    CHECK((nic_refused || (gpucomm::test::proxy_split() && engine_refused)));  // split: either backend's is first
+  } else {
+    CHECK(engine_refused);
+    CHECK_FALSE(nic_refused);
+  }
   w.barrier();
   for (int pe : w.local_pes()) {  // nothing was written by either
     auto const got = download(w, pe, dst.ptr(pe), 64);
