@@ -17,7 +17,7 @@ using namespace gpucomm::test::ops;
 // Every case here exists only in the NIC backend's suite (gpucomm::test::proxy_nic_backend).
 namespace proxy_nic_tests {
 
-constexpr std::size_t chunk = 64;
+[[maybe_unused]] constexpr std::size_t chunk = 64;  // used by the cases of the NIC backend only
 
 template <class Tr>
 struct faults_args {
