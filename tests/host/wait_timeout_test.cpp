@@ -42,18 +42,18 @@ TEST_CASE("a deadline expires after its bound in this build, and never without o
 TEST_CASE("the world encodes its wait timeout: asked for by the option or the variable, else a debug default") {
   ::unsetenv("GPUCOMM_WAIT_TIMEOUT_MS");
   gpucomm::world_options o;
-  std::uint64_t const unset = d::wait_timeout_ns_from(o);
+  std::uint64_t const unset = d::wait_timeout_word_from(o);
   CHECK(d::wait_bound_ns(unset, true) == 20'000'000'000ull);
   CHECK(d::wait_bound_ns(unset, false) == 0);
   o.wait_timeout = std::chrono::milliseconds(250);
-  std::uint64_t const option = d::wait_timeout_ns_from(o);
+  std::uint64_t const option = d::wait_timeout_word_from(o);
   CHECK(d::wait_bound_ns(option, true) == 250'000'000ull);
   CHECK(d::wait_bound_ns(option, false) == 250'000'000ull);
   o.wait_timeout = std::chrono::milliseconds(0);
   ::setenv("GPUCOMM_WAIT_TIMEOUT_MS", "1500", 1);
-  std::uint64_t const variable = d::wait_timeout_ns_from(o);
+  std::uint64_t const variable = d::wait_timeout_word_from(o);
   ::unsetenv("GPUCOMM_WAIT_TIMEOUT_MS");
   CHECK(d::wait_bound_ns(variable, false) == 1'500'000'000ull);
   o.wait_timeout = std::chrono::milliseconds(-1);
-  CHECK_THROWS_AS(d::wait_timeout_ns_from(o), gpucomm::error);
+  CHECK_THROWS_AS(d::wait_timeout_word_from(o), gpucomm::error);
 }

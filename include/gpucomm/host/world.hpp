@@ -385,10 +385,13 @@ class world {
   detail::any_bootstrap& bootstrap() { return boot_; }
   /// The options the world was built with.
   world_options const& options() const { return options_; }
-  /// How long a device-side wait may take, encoded as device code takes it (nanoseconds, and
-  /// whether the program asked: detail/bounded_wait.cuh's timeout rule). Transports bound their
-  /// own waits with it; wait_bound_ns(word, debug) decodes it.
-  std::uint64_t wait_timeout_ns() const { return wait_timeout_ns_; }
+  /// How long a device-side wait may take, in nanoseconds (world_options::wait_timeout or
+  /// GPUCOMM_WAIT_TIMEOUT_MS, else 20 s); release builds apply it only when one of those is set
+  /// (detail/bounded_wait.cuh's timeout rule).
+  std::uint64_t wait_timeout_ns() const { return wait_timeout_word_ & ~detail::wait_timeout_requested; }
+  /// The same as device code takes it: the nanoseconds and whether the program asked for them, in
+  /// one word (detail::wait_timeout_word). Transports put it into the states their waits read.
+  std::uint64_t wait_timeout_word() const { return wait_timeout_word_; }
   /// Same on every process of the world; 0 in a single-process world. Names host-local sockets.
   std::uint64_t session_id() const { return heap_->session(); }
   /// For a host half whose work a kernel waits for from another stream of the same GPU
@@ -410,12 +413,12 @@ class world {
     detail::checked_on_every_rank(boot_, "world", [&] {
       bytes = detail::heap_bytes_from(options);
       max_teams = detail::max_teams_from(options);
-      wait_timeout_ns_ = detail::wait_timeout_ns_from(options);
+      wait_timeout_word_ = detail::wait_timeout_word_from(options);
     });
     detail::agree(boot_, bytes, "world", "the heap size", "give every process the same world_options::heap_bytes");
     for (auto const& l : places_.locals()) streams_.create(l.pe, l.device);
     detail::agree(boot_, max_teams, "world", "the team limit", "give every process the same world_options::max_teams");
-    detail::agree(boot_, wait_timeout_ns_, "world", "the wait timeout",
+    detail::agree(boot_, wait_timeout_word_, "world", "the wait timeout",
                   "give every process the same world_options::wait_timeout (or GPUCOMM_WAIT_TIMEOUT_MS)");
     auto allow = options.load_store_filter ? options.load_store_filter : [](int, int) { return true; };
     heap_ = std::make_unique<detail::symmetric_heap>(boot_, places_.locals(), npes(), bytes,
@@ -428,7 +431,7 @@ class world {
   /// The control block's header at local PE `pe` (detail/control_block.hpp), read by device code
   /// in debug reports.
   void write_control_header(int pe) {
-    auto const header = teams_.control_header(pe, wait_timeout_ns_);
+    auto const header = teams_.control_header(pe, wait_timeout_word_);
     GPUCOMM_CUDA_CHECK(cudaSetDevice(device(pe)), pe);
     GPUCOMM_CUDA_CHECK(cudaMemcpy(heap_->slot(pe), header.data(), sizeof(header), cudaMemcpyHostToDevice), pe);
   }
@@ -458,7 +461,7 @@ class world {
   detail::team_table teams_;
   std::vector<registered_buffer> buffers_;
   world_options options_;
-  std::uint64_t wait_timeout_ns_ = 20'000'000'000;
+  std::uint64_t wait_timeout_word_ = 20'000'000'000;  // debug builds' 20 s, not asked for
   // Expires when the world goes: a sym_array that outlives its world finds nothing left to free.
   std::shared_ptr<int const> lifetime_ = std::make_shared<int const>(0);
   template <class>

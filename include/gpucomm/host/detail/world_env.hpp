@@ -77,7 +77,7 @@ inline constexpr std::uint64_t max_wait_timeout_ms = 86'400'000;
 /// The wait timeout as device code takes it (detail/bounded_wait.cuh, the timeout rule):
 /// world_options::wait_timeout, else GPUCOMM_WAIT_TIMEOUT_MS, both marked as asked for (release
 /// builds honour them too), else 20 s for debug builds only.
-inline std::uint64_t wait_timeout_ns_from(world_options const& options) {
+inline std::uint64_t wait_timeout_word_from(world_options const& options) {
   if (options.wait_timeout.count() < 0 ||
       static_cast<std::uint64_t>(options.wait_timeout.count()) > max_wait_timeout_ms) {
     throw error("world", -1,

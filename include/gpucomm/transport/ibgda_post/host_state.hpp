@@ -310,8 +310,8 @@ class ibgda_host {
       std::vector<verbs_gpu::send_queue> sqs;
       for (std::size_t i = 0; i < nq; ++i) {
         verbs_gpu::send_queue sq = l.qps[i]->send_queue();
-        sq.counters = l.counters + i;               // one array: check_errors reads it at once
-        sq.timeout_ns = world_->wait_timeout_ns();  // the world's bound on device waits (encoded)
+        sq.counters = l.counters + i;                 // one array: check_errors reads it at once
+        sq.timeout_ns = world_->wait_timeout_word();  // the world's bound on device waits
         sqs.push_back(sq);
       }
       GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.queues), sqs.size() * sizeof(verbs_gpu::send_queue)),

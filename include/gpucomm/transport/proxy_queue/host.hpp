@@ -109,7 +109,7 @@ class proxy_queue_host {
     s.ring.log_depth = log_depth_;
     s.ring.counters = l.counters.get();
     s.ring.producers = l.producers.get();
-    s.ring.timeout_ns = world_->wait_timeout_ns();  // the world's bound on device waits (encoded)
+    s.ring.timeout_ns = world_->wait_timeout_word();  // the world's bound on device waits
     s.stride = world_->heap_layout().stride;
     s.paths = l.paths.get();
     s.results = l.results.get();
