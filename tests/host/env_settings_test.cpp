@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "error_of.hpp"
+
 namespace {
 /// Sets `name` to `value` for one scope (unset when value is null), and unsets it afterwards.
 struct scoped_env {
@@ -22,15 +24,7 @@ struct scoped_env {
   ~scoped_env() { ::unsetenv(name); }
 };
 
-template <class F>
-std::string error_of(F const& f) {
-  try {
-    f();
-  } catch (gpucomm::error const& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using gpucomm::test::error_of;
 }  // namespace
 
 using namespace gpucomm::detail;

@@ -17,20 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "error_of.hpp"
+
 namespace {
 
 using gpucomm::detail::hardware_queue_verdict;
 using gpucomm::detail::judge_hardware_queues;
 
-template <class F>
-std::string error_of(F const& f) {
-  try {
-    f();
-  } catch (gpucomm::error const& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using gpucomm::test::error_of;
 
 void kernel_a(int*) {}
 void kernel_b(float const*, int) {}
