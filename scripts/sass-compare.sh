@@ -174,8 +174,8 @@ fi
 {
   echo
   echo "- target \`bench_gpucomm\` (benchmarks/gpucomm/{main,bw,latency,sync}.cu, GPUCOMM_DEBUG=0), CMake Release, sm_90"
-  echo "- nvcc: $nvcc ($nvcc_build)"
-  echo "- SASS: $cuobjdump ($cuobjdump_version), $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "- nvcc: $(basename "$nvcc") ($nvcc_build)"
+  echo "- SASS: $(basename "$cuobjdump") ($cuobjdump_version), $(date -u '+%Y-%m-%d %H:%M UTC')"
   if [ -f "$header.tail" ]; then cat "$header.tail"; fi
 } >>"$header"
 
