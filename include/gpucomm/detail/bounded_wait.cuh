@@ -35,13 +35,6 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE std::uint64_t now_ns() noexcept {
        return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);))
 }
 
-#if defined(__CUDACC__)
-/// fence.acq_rel.sys, alone. (cuda::atomic_thread_fence(acq_rel, system) also emits a CTA-scope
-/// membar before it, and <cuda/ptx>'s fence wrapper costs every file that includes it more to
-/// compile than this one instruction.)
-__device__ GPUCOMM_FORCEINLINE void fence_acq_rel_sys() noexcept { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
-#endif
-
 /// Backs off inside a spin loop: nanosleep on the device, a yield on the host (the NIC model runs
 /// on host threads that must get the CPU).
 GPUCOMM_HD GPUCOMM_FORCEINLINE void spin_pause() noexcept {

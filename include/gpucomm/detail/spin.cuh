@@ -22,9 +22,6 @@ namespace gpucomm::detail {
 
 #if defined(__CUDACC__)
 
-/// The GPU's global nanosecond timer (%globaltimer).
-__device__ GPUCOMM_FORCEINLINE std::uint64_t global_time_ns() { return now_ns(); }
-
 /// Prints which PEs share this PE's GPU, from the control block's header (detail/control_block.hpp):
 /// the usual reason a wait never ends when PEs share a GPU is a peer whose kernel is not resident.
 __device__ inline void report_shared_gpu(std::uint64_t const* header) {
@@ -122,7 +119,7 @@ __device__ GPUCOMM_FORCEINLINE void spin_until(Done&& done, wait_report const& r
     if constexpr (Progress::active) progress();
     std::uint64_t const bound = wait_timeout_ns(header);
     if (bound == 0) continue;
-    std::uint64_t const now = global_time_ns();
+    std::uint64_t const now = now_ns();
     if (start == 0) {
       start = now;
     } else if (now - start > bound) {

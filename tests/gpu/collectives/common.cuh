@@ -52,9 +52,9 @@ struct late_leader_block {
   __device__ unsigned long long thread_rank() const { return threadIdx.x; }
   __device__ void sync() const {
     __syncthreads();
-    std::uint64_t const start = gpucomm::detail::global_time_ns();
+    std::uint64_t const start = gpucomm::detail::now_ns();
     if (threadIdx.x == 0 && (((start >> 10) + cuda::ptx::get_sreg_smid()) & 1u) != 0) {
-      while (gpucomm::detail::global_time_ns() - start < 20000) {
+      while (gpucomm::detail::now_ns() - start < 20000) {
       }
     }
   }

@@ -149,7 +149,7 @@ struct NVLinkStore {
     // second sync holds the other threads' later stores back until the fence has completed.
     // One fence per group instead of one per thread: fences are what small operations wait on.
     group_sync(g);
-    if (is_leader(g)) detail::fence_acq_rel_sys();
+    if (is_leader(g)) cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_system);
     group_sync(g);
   }
 
@@ -166,7 +166,7 @@ struct NVLinkStore {
       // Fence then relaxed stores, in one thread: a release pattern at system scope. Everything
       // the group wrote before the barrier (ordered before the fence by next_epoch's sync) reaches
       // each member before the epoch does. One fence, however many members.
-      detail::fence_acq_rel_sys();
+      cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_system);
       sym_ptr<std::uint64_t> const mine(s.flags + c.team_rank(t));
       for (int r = 0; r < t.size; ++r) {
         cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*remote(c, mine, t.pe_of(r)))
