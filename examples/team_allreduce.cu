@@ -32,7 +32,7 @@ int main(int argc, char** argv) try {
     for (int k = 0; k < pes_per_gpu; ++k) devices.push_back(d);
   gpucomm::world w(devices);
   w.prepare(sum_and_gather);  // PEs sharing a GPU: load the kernel and reserve its stack before any launch
-  gpucomm::team_workspace ws(w, w.team_world());  // 64 KiB per member and round
+  gpucomm::team_workspace ws(w, w.team_world());  // the default; a one-CTA kernel runs on its part 0
   std::size_t const n = 1 << 20;
   auto grad = w.alloc<float>(n);
   auto sum = w.alloc<float>(n);

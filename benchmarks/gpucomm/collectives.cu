@@ -13,18 +13,17 @@
 // repetitions); then every element checked again, so the figure comes from replays that computed
 // the right result. A wrong result ends the case with an error row (exit status 3).
 //
-// The workspace (team_workspace's block_bytes and parts) is the case's parameter, by size:
-//   size <  512 KiB   1 part  (1 CTA of 1024 threads per PE), 64 KiB blocks: latency, few rounds
-//   size <  1 MiB     2 parts, 256 KiB blocks
-//   size <  2 MiB     4 parts, 256 KiB blocks
-//   size >= 2 MiB     8 parts, 1 MiB blocks: 8 CTAs push at once (~290 GB/s on NVLink4 by the
-//                     measured push rates), and a round (about a barrier's latency) per 1 MiB
-// GPUCOMM_BENCH_COLL_PARTS=k and GPUCOMM_BENCH_COLL_BLOCK=bytes fix either for every size (to
-// sweep them by hand). The rows carry the parts as `ctas`, and the block in the note. allreduce is
-// the launcher's default algorithm (allreduce_algorithm::automatic: the library picks by transport
-// and size), as a program calling the launcher gets it.
+// The headline is what a program gets with no tuning: the default team_workspace (64 parts of 16
+// KiB blocks) and the launchers' own choice, per call, of algorithm and launch shape (allreduce:
+// packets in CTAs of 256 threads, 1 to 64 CTAs by size; the round protocols: every part, up to the
+// co-residency cap, in CTAs of 1024), with programmatic dependent launch (PDL) where the workspace
+// allows it. The rows carry the CTAs and threads the launcher chose as `ctas` and `threads`, and
+// the workspace, the algorithm and PDL in the note. allreduce float32 also runs with PDL off
+// (variant "float-no-pdl") up to 1 MiB, where launch latency shows. GPUCOMM_BENCH_COLL_PARTS=k and
+// GPUCOMM_BENCH_COLL_BLOCK=bytes replace the workspace's parts or block (to sweep them by hand);
+// GPUCOMM_BENCH_COLL_PDL=0 turns PDL off for every row.
 #include <cstdlib>
-#include <map>
+#include <string>
 #include <memory>
 #include <type_traits>
 
@@ -38,25 +37,20 @@ namespace coll = bench::coll;
 using coll::op;
 using Tr = gpucomm::NVLinkStore;
 
-constexpr int threads_per_cta = 1024;  // the launchers' CTAs
-
-/// The device alltoallv the way the launchers run the other collectives: one CTA per workspace part.
+/// The device alltoallv the way the launchers run the other collectives: CTA k runs part k.
 template <class T>
-__global__ void __launch_bounds__(threads_per_cta)
+__global__ void __launch_bounds__(1024)
     alltoallv_kernel(gpucomm::comm<Tr> c, gpucomm::collective_workspace ws, T* dst, std::size_t* recv_counts,
                      std::size_t dst_capacity, T const* src, std::size_t const* send_counts,
                      std::size_t const* send_offsets) {
   auto const block = cg::this_thread_block();
-  gpucomm::alltoallv(c, block, ws.parts > 1 ? ws.part(static_cast<int>(blockIdx.x)) : ws, dst, recv_counts,
-                     dst_capacity, src, send_counts, send_offsets);
+  gpucomm::alltoallv(c, block, ws.part(static_cast<int>(blockIdx.x)), dst, recv_counts, dst_capacity, src, send_counts,
+                     send_offsets);
 }
 
 struct workspace_choice {
-  int parts = 1;
-  std::size_t block_bytes = 64 * bench::KiB;
-  bool operator<(workspace_choice const& o) const {
-    return parts != o.parts ? parts < o.parts : block_bytes < o.block_bytes;
-  }
+  int parts = gpucomm::workspace_options{}.parts;
+  std::size_t block_bytes = gpucomm::workspace_options{}.block_bytes;
 };
 
 std::size_t env_size(char const* name) {
@@ -64,19 +58,18 @@ std::size_t env_size(char const* name) {
   return v && *v ? std::strtoull(v, nullptr, 0) : 0;
 }
 
-/// The case's workspace at `bytes` (the size axis), as the header says.
-workspace_choice choose_workspace(std::size_t bytes) {
+/// The run's workspace: team_workspace's defaults, or the environment's overrides.
+workspace_choice choose_workspace() {
   workspace_choice c;
-  if (bytes >= 2 * bench::MiB) {
-    c = {8, bench::MiB};
-  } else if (bytes >= bench::MiB) {
-    c = {4, 256 * bench::KiB};
-  } else if (bytes >= 512 * bench::KiB) {
-    c = {2, 256 * bench::KiB};
-  }
   if (std::size_t const p = env_size("GPUCOMM_BENCH_COLL_PARTS")) c.parts = static_cast<int>(p);
   if (std::size_t const b = env_size("GPUCOMM_BENCH_COLL_BLOCK")) c.block_bytes = b;
   return c;
+}
+
+/// Whether the run allows PDL (GPUCOMM_BENCH_COLL_PDL=0 turns it off).
+bool pdl_allowed() {
+  char const* v = std::getenv("GPUCOMM_BENCH_COLL_PDL");
+  return !(v && std::string(v) == "0");
 }
 
 struct graph_exec_deleter {
@@ -113,9 +106,8 @@ graph_exec capture(int device, cudaStream_t stream, Body&& body) {
 /// One case: collective `k` on element type T, each size of the sweep. `skewed`: alltoallv's
 /// skewed counts (variant "<type>-skewed").
 template <op k, class T>
-void collective_sweep(bench::session& s, gpucomm::world& w,
-                      std::map<workspace_choice, std::unique_ptr<gpucomm::team_workspace>>& workspaces, bool skewed,
-                      std::size_t max_bytes) {
+void collective_sweep(bench::session& s, gpucomm::world& w, gpucomm::team_workspace& ws, bool skewed,
+                      std::size_t max_bytes, bool pdl) {
   auto const& o = s.opt();
   int const npes = w.npes();
   int gpus = 0;
@@ -132,39 +124,59 @@ void collective_sweep(bench::session& s, gpucomm::world& w,
   }
   bench::event_timer timer(w.device(0));
   bench::plan const plan = coll::graph_plan(o);
-  std::string const variant = std::string(coll::type_name<T>()) + (skewed ? "-skewed" : "");
+  ws.set_programmatic_launch(pdl && pdl_allowed());
+  std::string const variant =
+      std::string(coll::type_name<T>()) + (skewed ? "-skewed" : "") + (pdl || !pdl_allowed() ? "" : "-no-pdl");
+  std::string const workspace_note = std::to_string(ws.parts()) + " parts x " +
+                                     std::to_string(ws.block_bytes() / bench::KiB) + " KiB blocks" +
+                                     (choose_workspace().parts == gpucomm::workspace_options{}.parts &&
+                                              choose_workspace().block_bytes == gpucomm::workspace_options{}.block_bytes
+                                          ? " (the default)"
+                                          : "");
 
   for (std::size_t const size : coll::sizes(o, max_bytes)) {
     coll::shape const sh = coll::shape_of(k, size, sizeof(T), npes, skewed);
     if (sh.count == 0) continue;  // less than one element per rank
-    workspace_choice const wc = choose_workspace(sh.bytes);
     int const calls = coll::calls_per_graph(sh.bytes);
+    // What the launcher runs for this call (alltoallv: the kernel below, shaped as the others).
+    gpucomm::launch_shape launch = gpucomm::rounds_launch_shape(ws);
+    std::string algorithm;
+    if constexpr (k == op::allreduce) {
+      launch = gpucomm::allreduce_launch_shape<T, Tr>(ws, sh.count);
+      switch (gpucomm::detail::chosen_allreduce<Tr, T>(gpucomm::allreduce_algorithm::automatic, sh.count, npes)) {
+        case gpucomm::allreduce_algorithm::packets:
+          algorithm = "packets";
+          break;
+        case gpucomm::allreduce_algorithm::one_shot:
+          algorithm = "one_shot";
+          break;
+        default:
+          algorithm = "two_shot";
+          break;
+      }
+    }
     bench::row where = base_row<Tr>(coll::name(k), npes);
     where.variant = variant;
     where.scope = "block";
-    where.ctas = wc.parts;
-    where.threads = threads_per_cta;
+    where.ctas = launch.ctas;
+    where.threads = launch.threads;
     where.size = sh.bytes;
     where.metric = "latency";
     where.unit = "us";
     where.note =
         std::string(k == op::alltoallv ? "device gpucomm::alltoallv, one CTA per part" : "host launcher gpucomm::") +
         (k == op::alltoallv ? "" : coll::name(k)) +
-        (k == op::allreduce ? " (allreduce_algorithm::automatic: the library picks by transport and size)" : "") +
-        (k == op::allreduce || k == op::reduce_scatter ? ", sum" : "") + ", out of place; workspace " +
-        std::to_string(wc.parts) + " part(s) x " + std::to_string(wc.block_bytes / bench::KiB) + " KiB blocks; " +
-        std::to_string(calls) + " calls per CUDA graph; time per call; every element checked before and after timing";
+        (k == op::allreduce ? " (allreduce_algorithm::automatic: the library chose " + algorithm + ")" : "") +
+        (k == op::allreduce || k == op::reduce_scatter ? ", sum" : "") + ", out of place; " +
+        std::to_string(launch.ctas) + " CTA(s) of " + std::to_string(launch.threads) +
+        " threads per PE, chosen by the launcher; workspace " + workspace_note + "; PDL " +
+        (ws.programmatic_launch() ? "on" : "off") + "; " + std::to_string(calls) +
+        " calls per CUDA graph; time per call; every element checked before and after timing";
     if (smoke)
       where.note = "smoke: " + std::to_string(npes) + " PEs share " + std::to_string(gpus) + " GPU(s); " + where.note;
 
     bench::row measured_row;
     bool const done = s.point(where, [&] {
-      auto& slot = workspaces[wc];
-      if (!slot) {
-        slot = std::make_unique<gpucomm::team_workspace>(
-            w, w.team_world(), gpucomm::workspace_options{.block_bytes = wc.block_bytes, .parts = wc.parts});
-      }
-      gpucomm::team_workspace const& ws = *slot;
       // Inputs, poisoned outputs (all ones: NaN in float and bf16), alltoallv's counts.
       auto prepare = [&] {
         for (int pe = 0; pe < npes; ++pe) {
@@ -198,8 +210,8 @@ void collective_sweep(bench::session& s, gpucomm::world& w,
           static_assert(k == op::alltoallv);
           std::size_t* const c = counts[pe].get();  // send counts, send offsets, recv counts
           BENCH_CUDA(cudaSetDevice(w.device(pe)));
-          alltoallv_kernel<T><<<static_cast<unsigned>(ws.parts()), threads_per_cta, 0, st>>>(
-              w.comm<Tr>(pe), ws.view(pe), d, c + 2 * npes, sh.recv, x, c, c + npes);
+          alltoallv_kernel<T><<<static_cast<unsigned>(launch.ctas), static_cast<unsigned>(launch.threads), 0, st>>>(
+              w.comm<Tr>(pe), ws.view(pe).first_parts(launch.ctas), d, c + 2 * npes, sh.recv, x, c, c + npes);
           BENCH_CUDA(cudaGetLastError());
         }
       };
@@ -259,16 +271,13 @@ void collective_sweep(bench::session& s, gpucomm::world& w,
   }
 }
 
-/// Heap for every workspace the sweep may make (choose_workspace's four, with the environment's
-/// overrides; sized by the library's own layout), plus room for the world's own needs.
+/// Heap for the run's workspace (sized by the library's own layout), plus room for the world's own
+/// needs.
 gpucomm::world collective_world(int npes) {
-  std::size_t heap = 64 * bench::MiB;
-  for (std::size_t const bytes : {std::size_t{0}, 512 * bench::KiB, bench::MiB, 2 * bench::MiB}) {
-    workspace_choice const c = choose_workspace(bytes);
-    heap += gpucomm::collective_workspace::bytes(npes, gpucomm::collective_workspace::round_block_bytes(c.block_bytes),
-                                                 c.parts);
-  }
-  return make_world(npes, heap);
+  workspace_choice const c = choose_workspace();
+  std::size_t const workspace = gpucomm::collective_workspace::bytes(
+      npes, gpucomm::collective_workspace::round_block_bytes(c.block_bytes), c.parts);
+  return make_world(npes, 64 * bench::MiB + workspace);
 }
 
 template <op K>
@@ -277,11 +286,17 @@ void collective_case(bench::session& s) {
   if (o.npes > coll::max_checked_ranks)
     throw bench::failure("at most " + std::to_string(coll::max_checked_ranks) + " PEs (exact reference sums)");
   gpucomm::world w = collective_world(o.npes);
-  std::map<workspace_choice, std::unique_ptr<gpucomm::team_workspace>> workspaces;
+  workspace_choice const c = choose_workspace();
+  gpucomm::team_workspace ws(w, w.team_world(), {.block_bytes = c.block_bytes, .parts = c.parts});
   std::size_t const max_bytes = coll::max_bytes(o, coll::full_max_bytes, coll::quick_max_bytes);
-  collective_sweep<K, float>(s, w, workspaces, false, max_bytes);
-  if constexpr (K == op::allreduce) collective_sweep<K, __nv_bfloat16>(s, w, workspaces, false, max_bytes);
-  if constexpr (K == op::alltoallv) collective_sweep<K, float>(s, w, workspaces, true, max_bytes);
+  collective_sweep<K, float>(s, w, ws, false, max_bytes, true);
+  if constexpr (K == op::allreduce) {
+    collective_sweep<K, __nv_bfloat16>(s, w, ws, false, max_bytes, true);
+    // The same with PDL off, where it can be on, for the sizes where launch latency shows.
+    if (ws.programmatic_launch())
+      collective_sweep<K, float>(s, w, ws, false, max_bytes < bench::MiB ? max_bytes : bench::MiB, false);
+  }
+  if constexpr (K == op::alltoallv) collective_sweep<K, float>(s, w, ws, true, max_bytes, true);
 }
 
 }  // namespace

@@ -12,16 +12,17 @@
 // that take sources only from the heap: with two_shot, dst is a source too). On return dst is
 // complete and may be read by every thread of g, and src may be reused.
 //
-// Algorithms (the template argument; automatic picks by transport and size):
+// Algorithms (the template argument; automatic picks by transport, size and team size):
 //   packets    for transports with load/store (comm::remote: NVLinkStore) and element sizes of 1,
-//              2, 4, 8 or 16 bytes: one-shot, in packet rounds (detail/packets.cuh): each member
-//              stores its data, 4 bytes per 8-byte packet with the round's number, straight into
-//              every other member's workspace, and polls its own for theirs: no flag, fence or
-//              quiet, one one-way trip per round, twice the bytes on the wire. automatic takes it
-//              up to packet_limit bytes where the type allows and the transport reaches every
-//              peer with load/store (NVLinkStore, P2PCopy; not route, which reaches only its first
-//              leg's peers so: there packets must be asked for, on teams inside that leg, and
-//              debug builds trap otherwise).
+//              2, 4, 8 or 16 bytes: one-shot in packet epochs (detail/packets.cuh): each member
+//              stores its data as 16-byte lines (8 data bytes and the epoch's flag twice) straight
+//              into every other member's workspace, and polls its own for theirs: no flag word,
+//              fence or quiet, one one-way trip, twice the bytes on the wire. automatic takes it up
+//              to packet_limit(team size) bytes where the type allows and the transport reaches
+//              every peer with load/store (NVLinkStore, P2PCopy; not route, which reaches only its
+//              first leg's peers so: there packets must be asked for, on teams inside that leg, and
+//              debug builds trap otherwise). A call from a kernel costs one leader fence (system
+//              scope) for the slot reuse (detail/packets.cuh); the host launchers' kernels skip it.
 //   one_shot   each round every member puts its chunk into every other member's workspace, and
 //              every member folds all of them: one round trip, (size - 1) x the data sent per
 //              member. automatic takes it up to one_shot_limit bytes, or for two members.
@@ -41,12 +42,31 @@ enum class allreduce_algorithm { automatic, packets, one_shot, two_shot };
 
 /// automatic's limit for one_shot, in bytes of src per member.
 inline constexpr std::size_t one_shot_limit = std::size_t{256} << 10;
-/// automatic's limit for packets, in bytes of src per member.
-inline constexpr std::size_t packet_limit = std::size_t{64} << 10;
+/// automatic's limit for packets, in bytes of src per member, on a team of `members`: 256 KiB for
+/// two, 128 KiB for three or four, 64 KiB for more (each member stores (members - 1) x twice its
+/// bytes, and polls as many).
+GPUCOMM_HD constexpr std::size_t packet_limit(int members) {
+  return std::size_t{members <= 2 ? 256u : members <= 4 ? 128u : 64u} << 10;
+}
 
 #if defined(__CUDACC__)
 
 namespace detail {
+
+/// Whether automatic may take packets for T on Tr (every member then makes the same choice).
+template <class Tr, class T>
+inline constexpr bool packets_automatic = can_load_store<Tr>&& packet_element<T>&& load_stores_everywhere<Tr>;
+
+/// The algorithm a call of n elements of T on a team of `members` runs: `requested`, or for
+/// automatic the choice by size and team size. Only arguments every member shares go in, so every
+/// member chooses the same (the host launchers call it too, to size their launch).
+template <class Tr, class T>
+GPUCOMM_HD constexpr allreduce_algorithm chosen_allreduce(allreduce_algorithm requested, std::size_t n, int members) {
+  if (requested != allreduce_algorithm::automatic) return requested;
+  std::size_t const bytes = n * sizeof(T);
+  if (packets_automatic<Tr, T> && bytes <= packet_limit(members)) return allreduce_algorithm::packets;
+  return bytes <= one_shot_limit || members <= 2 ? allreduce_algorithm::one_shot : allreduce_algorithm::two_shot;
+}
 
 /// Team rank r's block of the two-shot split of [0, n): `block` elements each, the last ones
 /// shorter or empty; then the part's share of it.
@@ -104,43 +124,49 @@ __device__ void allreduce_two_shot(comm<Tr> const& c, G const& g, round_context 
   }
 }
 
+/// allreduce with the algorithm already chosen (`chosen`, by chosen_allreduce: the same at every
+/// member). Packets, Rounds: which code this instantiation holds (`chosen` is among them).
+template <bool Packets, bool Rounds, class Op, class Tr, group G, class T>
+__device__ void allreduce_chosen(comm<Tr> const& c, G const& g, collective_workspace const& ws,
+                                 allreduce_algorithm chosen, T* dst, T const* src, std::size_t n,
+                                 collective_entry entry) {
+  round_context const x = enter_collective(c, g, ws, "allreduce");
+  if constexpr (Packets) {
+    if (chosen == allreduce_algorithm::packets) {
+#if GPUCOMM_DEBUG
+      if (!team_load_stores(c, x))
+        device_misuse("allreduce",
+                      "allreduce_algorithm::packets: a team member is not reachable with load/store from this PE "
+                      "(route reaches only its first leg's peers so)");
+#endif
+      fold_packets<Op>(c, g, x, dst, src, n, entry);
+      leave_collective(g, x);
+      return;
+    }
+  }
+  if constexpr (Rounds) {
+    if (chosen == allreduce_algorithm::one_shot)
+      fold_blocks<Op>(c, g, x, dst, n, [&](int) { return src; });
+    else
+      allreduce_two_shot<Op>(c, g, x, dst, src, n);
+  }
+  leave_collective(g, x);
+}
+
 }  // namespace detail
 
 template <allreduce_algorithm Algorithm = allreduce_algorithm::automatic, class Tr, group G, class T, class Op>
 __device__ void allreduce(comm<Tr> const& c, G const& g, collective_workspace const& ws, T* dst, T const* src,
                           std::size_t n, Op) {
   require_reduction<Op, T>();
-  constexpr bool packets_possible = can_load_store<Tr> && detail::packet_element<T>;
-  static_assert(Algorithm != allreduce_algorithm::packets || packets_possible,
+  static_assert(Algorithm != allreduce_algorithm::packets || (can_load_store<Tr> && detail::packet_element<T>),
                 "gpucomm: allreduce_algorithm::packets needs a transport with load/store (comm::remote) and an element "
                 "of 1, 2, 4, 8 or 16 bytes");
-  detail::round_context const x = detail::enter_collective(c, g, ws, "allreduce");
-  std::size_t const bytes = n * sizeof(T);
-  // automatic takes packets only where every member surely makes the same choice.
-  constexpr bool packets_automatic = packets_possible && detail::load_stores_everywhere<Tr>;
-  allreduce_algorithm const chosen = Algorithm != allreduce_algorithm::automatic  ? Algorithm
-                                     : packets_automatic && bytes <= packet_limit ? allreduce_algorithm::packets
-                                     : bytes <= one_shot_limit || x.size <= 2     ? allreduce_algorithm::one_shot
-                                                                                  : allreduce_algorithm::two_shot;
-  if constexpr (packets_automatic || Algorithm == allreduce_algorithm::packets) {
-    if (chosen == allreduce_algorithm::packets) {
-#if GPUCOMM_DEBUG
-      if (!detail::team_load_stores(c, x))
-        detail::device_misuse(
-            "allreduce",
-            "allreduce_algorithm::packets: a team member is not reachable with load/store from this PE "
-            "(route reaches only its first leg's peers so)");
-#endif
-      detail::fold_packets<Op>(c, g, x, dst, n, [&](int) { return src; });
-      detail::leave_collective(g, x);
-      return;
-    }
-  }
-  if (chosen == allreduce_algorithm::one_shot)
-    detail::fold_blocks<Op>(c, g, x, dst, n, [&](int) { return src; });
-  else
-    detail::allreduce_two_shot<Op>(c, g, x, dst, src, n);
-  detail::leave_collective(g, x);
+  constexpr bool packets = Algorithm == allreduce_algorithm::packets ||
+                           (Algorithm == allreduce_algorithm::automatic && detail::packets_automatic<Tr, T>);
+  detail::allreduce_chosen<packets, Algorithm != allreduce_algorithm::packets, Op>(
+      c, g, ws, detail::chosen_allreduce<Tr, T>(Algorithm, n, ws.members.size), dst, src, n,
+      detail::collective_entry::device_call);
 }
 
 #endif  // __CUDACC__

@@ -70,27 +70,28 @@ __device__ void alltoallv(comm<Tr> const& c, G const& g, collective_workspace co
     return at;
   };
   // Own block: a local copy of this part's share.
-  detail::element_range const own = detail::part_range(send_counts[x.rank], x.part, ws.parts);
+  detail::element_range const own = detail::part_range(send_counts[x.rank], x.part, x.ws.parts);
   detail::copy_elements(g, dst + recv_offset(x.rank) + own.lo, src + send_offsets[x.rank] + own.lo, own.size());
   // Data rounds: every pair's share is at most ceil(largest / parts), so this many rounds suffice
   // for every member, and every member computes the same number.
   std::size_t const per_round = x.block_elements<T>();
   std::size_t const longest_share =
-      (largest + static_cast<std::size_t>(ws.parts) - 1) / static_cast<std::size_t>(ws.parts);
+      (largest + static_cast<std::size_t>(x.ws.parts) - 1) / static_cast<std::size_t>(x.ws.parts);
   for (std::size_t j = 0; j < detail::rounds_for(longest_share, per_round); ++j) {
     std::uint64_t const round = detail::run_round<T>(
         c, g, x,
         [&](int r) {
-          detail::element_range const share = detail::part_range(send_counts[r], x.part, ws.parts);
+          detail::element_range const share = detail::part_range(send_counts[r], x.part, x.ws.parts);
           detail::element_range const chunk = detail::chunk_of(share.size(), j, per_round);
           return detail::round_send<T>{src + send_offsets[r] + share.lo + chunk.lo, chunk.size()};
         },
         [&](int s) {
-          return detail::chunk_of(detail::part_range(recv_counts[s], x.part, ws.parts).size(), j, per_round).size() > 0;
+          return detail::chunk_of(detail::part_range(recv_counts[s], x.part, x.ws.parts).size(), j, per_round).size() >
+                 0;
         });
     for (int s = 0; s < x.size; ++s) {
       if (s == x.rank) continue;
-      detail::element_range const share = detail::part_range(recv_counts[s], x.part, ws.parts);
+      detail::element_range const share = detail::part_range(recv_counts[s], x.part, x.ws.parts);
       detail::element_range const chunk = detail::chunk_of(share.size(), j, per_round);
       detail::copy_elements(g, dst + recv_offset(s) + share.lo + chunk.lo, x.block<T>(round, s), chunk.size());
     }

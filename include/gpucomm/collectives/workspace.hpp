@@ -2,9 +2,11 @@
 // collective_workspace: the symmetric memory one team's collectives run in, as a small trivially
 // copyable value that kernels take by value.
 //
-//   gpucomm::team_workspace ws(w, w.team_world(), {.block_bytes = 64 << 10});   // host, collective
-//   my_kernel<<<...>>>(w.comm<NVLinkStore>(pe), ws.view(pe), ...);
+//   gpucomm::team_workspace ws(w, w.team_world());                  // host, collective
+//   my_kernel<<<1, 1024>>>(w.comm<NVLinkStore>(pe), ws.view(pe), ...);
 //   // in the kernel: gpucomm::allreduce(c, block, ws, dst, src, n, gpucomm::reduction::sum{});
+//   wide_kernel<<<8, 1024>>>(w.comm<NVLinkStore>(pe), ws.view(pe).first_parts(8), ...);
+//   // in the kernel: gpucomm::allreduce(c, block, ws.part(blockIdx.x), dst, src, n, op);
 //
 // A collective moves its data through the workspace in rounds: in each round every member writes at
 // most `block_bytes` bytes into each other member's workspace, and each member then reads what it
@@ -15,20 +17,26 @@
 // reused as soon as the collective returns. (Transports that move data with a NIC take sources
 // only from the symmetric heap: IBGDAPost and ProxyQueue's NIC backend; see docs/collectives.md.)
 //
-// Layout at every member, per part (a part is one of the groups that share a collective: one per
-// CTA in the multi-CTA form, a single one otherwise), in 64-bit words and bytes:
+// Parts: a collective is run either by one group per member on the whole view (which uses part 0
+// alone, whatever the workspace's parts), or by c groups per member, group k passing part(k) of a
+// view with parts == c (first_parts(c): c of the workspace's parts, 1 <= c <= parts). Each part
+// moves its own share of the elements with counters and slots of its own, so parts never wait on
+// each other; every member must call with the same c. Parts not used by a call are left as they
+// are, so c may change from call to call.
+//
+// Layout at every member, per part, in 64-bit words and bytes:
 //   [0]        round: how many rounds this member has run on the part (local)
 //   [1]        busy: 1 while a group of this PE is inside a collective on the part (debug builds)
-//   [2]        packet round: how many packet rounds this member has run on the part (local)
+//   [2]        packet epoch: how many packet epochs this member has run on the part (local)
 //   [3..7]     unused: keeps the local words on their own 64-byte line
 //   flags      one word per team rank, rounded up to a 64-byte line: flags[r] is the last round
 //              team rank r announced to this member (written by r only)
 //   slots      from the next multiple of 128 bytes, two of them, used by rounds of alternate
 //              parity; each holds one block of `block_bytes` per team rank, block r written by
 //              team rank r only
-//   packets    two more such slots, for the packet rounds of the load/store algorithms
-//              (collectives/detail/packets.cuh): 8-byte packets of 4 data bytes and a 4-byte
-//              round number, so a block carries block_bytes / 2 bytes of data
+//   packets    two more such slots, for the packet epochs of the load/store algorithms
+//              (collectives/detail/packets.cuh), used by epoch parity: 16-byte lines of 8 data
+//              bytes and the epoch's flag twice, so a block carries block_bytes / 2 bytes of data
 // Rounds only count up and no word is ever reset after set-up, so a collective may run again and
 // again in a CUDA graph (docs/collectives.md: the round protocol).
 
@@ -44,10 +52,11 @@ namespace gpucomm {
 struct collective_workspace {
   /// The team the workspace was made for; every collective on it runs on this team.
   team members;
-  /// How many groups share each collective (one per CTA in the multi-CTA form).
+  /// How many groups share each collective (one per CTA in the multi-CTA form): the workspace's
+  /// parts, or fewer (first_parts).
   int parts = 1;
-  /// Which part this view is: -1 for the whole workspace (only valid when parts == 1); part(k)
-  /// makes the view of part k.
+  /// Which part this view is: -1 for the whole view (one group alone, on part 0); part(k) makes
+  /// the view of part k.
   int part_index = -1;
   /// Bytes each member may send each other member per round: a multiple of 128.
   std::size_t block_bytes = 0;
@@ -95,7 +104,14 @@ struct collective_workspace {
     v.part_index = k;
     return v;
   }
-  /// The part this view runs: part_index, or 0 for the whole view of a one-part workspace.
+  /// The view of the workspace's first c parts (1 <= c <= parts), for a collective that c groups
+  /// share (their part(k), k < c). The parts' places do not depend on c.
+  GPUCOMM_HD constexpr collective_workspace first_parts(int c) const noexcept {
+    collective_workspace v = *this;
+    v.parts = c;
+    return v;
+  }
+  /// The part this view runs: part_index, or 0 for the whole view.
   GPUCOMM_HD constexpr int chosen_part() const noexcept { return part_index < 0 ? 0 : part_index; }
 
   /// Where part k starts, at this PE.

@@ -5,18 +5,28 @@
 //   gpucomm::allreduce(w, ws, pe, dst, src, n, gpucomm::reduction::sum{}, stream);  // one local PE
 //   gpucomm::allreduce(w, ws, dst_array, src_array, n, gpucomm::reduction::sum{});  // every local PE
 //
-// Each call launches one kernel per local PE: one CTA of 1024 threads per workspace part (the
-// multi-CTA form when the workspace has several parts), calling the device collective with the
-// whole CTA as its group. The first form launches for PE `pe` on `stream` (a process-per-GPU
-// program, as with NCCL: every member process calls it); the second on every local PE's world
-// stream (w.stream(pe)) with symmetric arrays. Both may be captured in a CUDA graph: they only
-// launch kernels. Every member of the workspace's team must make the same calls in the same order;
-// PEs outside it are refused (gpucomm::error). The transport is the first template argument
-// (NVLinkStore by default): gpucomm::allreduce<gpucomm::ProxyQueue>(...). Arguments, in-place
-// rules and algorithms are those of the device collectives (docs/collectives.md).
+// Each call launches one kernel per local PE, of launch_shape CTAs (collectives/launch_shape.hpp),
+// CTA k running part k of the workspace with the whole CTA as its group. The shape is chosen per
+// call from the algorithm (allreduce's automatic choice made here, as the device makes it), the
+// message's bytes, the workspace's parts and its cta_limit(): the packet protocol takes CTAs of 256
+// threads by size (1 at 1 KiB to 64 at 256 KiB), the round protocols every part (up to the limit)
+// in CTAs of 1024. allreduce_launch_shape and rounds_launch_shape say what a call takes.
+//
+// The first form launches for PE `pe` on `stream` (a process-per-GPU program, as with NCCL: every
+// member process calls it); the second on every local PE's world stream (w.stream(pe)) with
+// symmetric arrays. Kernels are launched with programmatic dependent launch (PDL) where the
+// workspace allows it (team_workspace::programmatic_launch; off with set_programmatic_launch(false)
+// or workspace_options::programmatic_launch = false): a kernel may then start while the stream's
+// previous kernel finishes, and waits for it (griddepcontrol.wait) before touching any memory; it
+// lets the stream's next PDL kernel start early in turn. Both forms may be captured in a CUDA
+// graph (PDL launches become programmatic edges). Every member of the workspace's team must make
+// the same calls in the same order; PEs outside it are refused (gpucomm::error). The transport is
+// the first template argument (NVLinkStore by default): gpucomm::allreduce<gpucomm::ProxyQueue>(...).
+// Arguments, in-place rules and algorithms are those of the device collectives (docs/collectives.md).
 
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
+#include <nv/target>
 
 #include <cstddef>
 #include <string>
@@ -30,15 +40,13 @@
 #include "../collectives/allreduce.cuh"
 #include "../collectives/alltoall.cuh"
 #include "../collectives/broadcast.cuh"
+#include "../collectives/launch_shape.hpp"
 #include "../collectives/reduce.cuh"
 #include "../collectives/reduce_scatter.cuh"
 
 namespace gpucomm {
 
 namespace detail {
-
-/// Threads per CTA of the launchers' kernels.
-inline constexpr unsigned launcher_threads = 1024;
 
 // One call of a device collective, as a trivially copyable value the kernel takes.
 template <class T>
@@ -85,14 +93,17 @@ struct reduce_call {
     reduce(c, g, ws, dst, src, n, Op{}, root);
   }
 };
-template <allreduce_algorithm Algorithm, class T, class Op>
+/// allreduce with algorithm Chosen (packets, one_shot or two_shot), chosen on the host by
+/// chosen_allreduce: a kernel per algorithm, each with only its own code (and registers).
+template <allreduce_algorithm Chosen, class T, class Op>
 struct allreduce_call {
   T* dst;
   T const* src;
   std::size_t n;
   template <class C, class G>
   __device__ void operator()(C const& c, G const& g, collective_workspace const& ws) const {
-    allreduce<Algorithm>(c, g, ws, dst, src, n, Op{});
+    constexpr bool packets = Chosen == allreduce_algorithm::packets;
+    allreduce_chosen<packets, !packets, Op>(c, g, ws, Chosen, dst, src, n, collective_entry::kernel_start);
   }
 };
 template <class T, class Op>
@@ -106,10 +117,22 @@ struct reduce_scatter_call {
   }
 };
 
-template <class Tr, class Call>
-__global__ void __launch_bounds__(launcher_threads) collective_kernel(comm<Tr> c, collective_workspace ws, Call call) {
+/// The launchers' kernel: CTA k runs `call` on part k of ws (ws.parts == gridDim.x).
+template <class Tr, class Call, int Threads>
+__global__ void __launch_bounds__(Threads) collective_kernel(comm<Tr> c, collective_workspace ws, Call call) {
+  // Programmatic dependent launch: this kernel may have started before the stream's previous kernel
+  // finished. griddepcontrol.wait returns once that kernel has completed and its memory operations
+  // are visible (at once when launched without PDL); nothing here touches memory before it. Then
+  // the stream's next kernel, if launched with PDL, may start: it waits in turn before touching
+  // memory, so this kernel's results are complete for it whatever the trigger's place.
+  NV_IF_TARGET(NV_PROVIDES_SM_90, (cudaGridDependencySynchronize(); cudaTriggerProgrammaticLaunchCompletion();));
   auto const block = cooperative_groups::this_thread_block();
-  call(c, block, ws.parts > 1 ? ws.part(static_cast<int>(blockIdx.x)) : ws);
+  call(c, block, ws.part(static_cast<int>(blockIdx.x)));
+}
+
+/// The co-residency cap and parts of ws, as collective_launch_shape takes them.
+inline launch_shape shape_on(team_workspace const& ws, collective_protocol protocol, std::size_t bytes) {
+  return collective_launch_shape(protocol, bytes, ws.parts(), ws.cta_limit());
 }
 
 /// What is wrong with `call` at team rank `rank` of `members`, or an empty string. The device
@@ -133,9 +156,9 @@ std::string launch_problem(Call const& call, team const& members, int rank) {
   return {};
 }
 
-/// Launches `call` for local PE `pe` on `stream`.
-template <class Tr, class Call>
-void launch_collective(world& w, team_workspace const& ws, int pe, Call const& call, cudaStream_t stream,
+/// Launches `call` for local PE `pe` on `stream`, in `ctas` CTAs of Threads threads.
+template <class Tr, int Threads, class Call>
+void launch_collective(world& w, team_workspace const& ws, int pe, Call const& call, int ctas, cudaStream_t stream,
                        char const* name) {
   if (!ws.members().contains(pe)) {
     throw error(name, pe, "this PE is not a member of the workspace's team",
@@ -146,8 +169,25 @@ void launch_collective(world& w, team_workspace const& ws, int pe, Call const& c
   comm<Tr> const c = w.comm<Tr>(pe);
   current_device_guard const keep;
   GPUCOMM_CUDA_CHECK(cudaSetDevice(w.device(pe)), pe);
-  collective_kernel<Tr, Call><<<static_cast<unsigned>(ws.parts()), launcher_threads, 0, stream>>>(c, ws.view(pe), call);
-  GPUCOMM_CUDA_CHECK(cudaGetLastError(), pe);
+  cudaLaunchAttribute programmatic{};
+  programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  programmatic.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(ctas));
+  config.blockDim = dim3(static_cast<unsigned>(Threads));
+  config.stream = stream;
+  config.attrs = &programmatic;
+  config.numAttrs = ws.programmatic_launch() ? 1 : 0;
+  GPUCOMM_CUDA_CHECK(
+      cudaLaunchKernelEx(&config, collective_kernel<Tr, Call, Threads>, c, ws.view(pe).first_parts(ctas), call), pe);
+}
+
+/// Launches a round-protocol collective: every part (up to the cap), 1024 threads each.
+template <class Tr, class Call>
+void launch_rounds(world& w, team_workspace const& ws, int pe, Call const& call, cudaStream_t stream,
+                   char const* name) {
+  launch_shape const shape = shape_on(ws, collective_protocol::rounds, 0);
+  launch_collective<Tr, round_threads>(w, ws, pe, call, shape.ctas, stream, name);
 }
 
 /// f(pe) for every local PE that is a member of the workspace's team.
@@ -164,32 +204,66 @@ void for_each_local_member(world& w, team_workspace const& ws, F&& f) {
 template <class Tr = NVLinkStore, class T>
 void broadcast(world& w, team_workspace const& ws, int pe, T* dst, T const* src, std::size_t n, int root,
                cudaStream_t stream) {
-  detail::launch_collective<Tr>(w, ws, pe, detail::broadcast_call<T>{dst, src, n, root}, stream, "gpucomm::broadcast");
+  detail::launch_rounds<Tr>(w, ws, pe, detail::broadcast_call<T>{dst, src, n, root}, stream, "gpucomm::broadcast");
 }
 template <class Tr = NVLinkStore, class T>
 void allgather(world& w, team_workspace const& ws, int pe, T* dst, T const* src, std::size_t n, cudaStream_t stream) {
-  detail::launch_collective<Tr>(w, ws, pe, detail::allgather_call<T>{dst, src, n}, stream, "gpucomm::allgather");
+  detail::launch_rounds<Tr>(w, ws, pe, detail::allgather_call<T>{dst, src, n}, stream, "gpucomm::allgather");
 }
 template <class Tr = NVLinkStore, class T>
 void alltoall(world& w, team_workspace const& ws, int pe, T* dst, T const* src, std::size_t n, cudaStream_t stream) {
-  detail::launch_collective<Tr>(w, ws, pe, detail::alltoall_call<T>{dst, src, n}, stream, "gpucomm::alltoall");
+  detail::launch_rounds<Tr>(w, ws, pe, detail::alltoall_call<T>{dst, src, n}, stream, "gpucomm::alltoall");
 }
 template <class Tr = NVLinkStore, class T, class Op>
 void reduce(world& w, team_workspace const& ws, int pe, T* dst, T const* src, std::size_t n, Op, int root,
             cudaStream_t stream) {
-  detail::launch_collective<Tr>(w, ws, pe, detail::reduce_call<T, Op>{dst, src, n, root}, stream, "gpucomm::reduce");
+  detail::launch_rounds<Tr>(w, ws, pe, detail::reduce_call<T, Op>{dst, src, n, root}, stream, "gpucomm::reduce");
 }
 template <class Tr = NVLinkStore, allreduce_algorithm Algorithm = allreduce_algorithm::automatic, class T, class Op>
 void allreduce(world& w, team_workspace const& ws, int pe, T* dst, T const* src, std::size_t n, Op,
                cudaStream_t stream) {
-  detail::launch_collective<Tr>(w, ws, pe, detail::allreduce_call<Algorithm, T, Op>{dst, src, n}, stream,
-                                "gpucomm::allreduce");
+  require_reduction<Op, T>();
+  static_assert(Algorithm != allreduce_algorithm::packets || (can_load_store<Tr> && detail::packet_element<T>),
+                "gpucomm: allreduce_algorithm::packets needs a transport with load/store (comm::remote) and an element "
+                "of 1, 2, 4, 8 or 16 bytes");
+  constexpr char const* name = "gpucomm::allreduce";
+  using enum allreduce_algorithm;
+  allreduce_algorithm const chosen = detail::chosen_allreduce<Tr, T>(Algorithm, n, ws.members().size);
+  if constexpr (Algorithm == packets || (Algorithm == automatic && detail::packets_automatic<Tr, T>)) {
+    if (chosen == packets) {
+      launch_shape const shape = detail::shape_on(ws, detail::collective_protocol::packets, n * sizeof(T));
+      detail::launch_collective<Tr, detail::packet_threads>(
+          w, ws, pe, detail::allreduce_call<packets, T, Op>{dst, src, n}, shape.ctas, stream, name);
+    }
+  }
+  if constexpr (Algorithm == one_shot || Algorithm == automatic) {
+    if (chosen == one_shot)
+      detail::launch_rounds<Tr>(w, ws, pe, detail::allreduce_call<one_shot, T, Op>{dst, src, n}, stream, name);
+  }
+  if constexpr (Algorithm == two_shot || Algorithm == automatic) {
+    if (chosen == two_shot)
+      detail::launch_rounds<Tr>(w, ws, pe, detail::allreduce_call<two_shot, T, Op>{dst, src, n}, stream, name);
+  }
+}
+
+/// The launch gpucomm::allreduce<Tr, Algorithm> makes for n elements of T on ws, at every member.
+template <class T, class Tr = NVLinkStore, allreduce_algorithm Algorithm = allreduce_algorithm::automatic>
+launch_shape allreduce_launch_shape(team_workspace const& ws, std::size_t n) {
+  bool const packets = detail::chosen_allreduce<Tr, T>(Algorithm, n, ws.members().size) == allreduce_algorithm::packets;
+  return detail::shape_on(ws, packets ? detail::collective_protocol::packets : detail::collective_protocol::rounds,
+                          n * sizeof(T));
+}
+
+/// The launch the other launchers (broadcast, allgather, alltoall, reduce, reduce_scatter) make on
+/// ws, at every member, whatever the count.
+inline launch_shape rounds_launch_shape(team_workspace const& ws) {
+  return detail::shape_on(ws, detail::collective_protocol::rounds, 0);
 }
 template <class Tr = NVLinkStore, class T, class Op>
 void reduce_scatter(world& w, team_workspace const& ws, int pe, T* dst, T const* src, std::size_t n, Op,
                     cudaStream_t stream) {
-  detail::launch_collective<Tr>(w, ws, pe, detail::reduce_scatter_call<T, Op>{dst, src, n}, stream,
-                                "gpucomm::reduce_scatter");
+  detail::launch_rounds<Tr>(w, ws, pe, detail::reduce_scatter_call<T, Op>{dst, src, n}, stream,
+                            "gpucomm::reduce_scatter");
 }
 
 // ---- every local member PE, on its world stream, with symmetric arrays: the forms above ------

@@ -2,9 +2,17 @@
 // team_workspace: the symmetric memory a team's collectives run in (collectives/workspace.hpp),
 // owned on the host; view(pe) is what kernels take.
 //
-//   gpucomm::team_workspace ws(w, w.team_world());                       // 64 KiB blocks, one part
-//   gpucomm::team_workspace wide(w, t, {.block_bytes = 1 << 20, .parts = 8});   // 8 CTAs share each
+//   gpucomm::team_workspace ws(w, w.team_world());                  // 64 parts of 16 KiB blocks
+//   gpucomm::team_workspace big(w, t, {.block_bytes = 1 << 20, .parts = 8});
 //   kernel<<<...>>>(w.comm<NVLinkStore>(pe), ws.view(pe), ...);
+//
+// Size: bytes per PE = parts x collective_workspace::part_bytes(team size, block_bytes), where
+// part_bytes = slots_offset(team size) + 4 x team size x block_bytes (two slots for rounds and two
+// for packet epochs, a block per member each; slots_offset is 128 bytes up to 8 members: a 64-byte
+// local line and a flag per member). The default, 64 parts of 16 KiB blocks, is
+// 64 x (128 + 64 KiB x team size): 8 MiB for 2 members, 16 MiB for 4, 32 MiB for 8, at most 64 MiB
+// up to 15 members. It lets the host launchers run up to 64 CTAs per member (the packet protocol's
+// largest choice, collectives/launch_shape.hpp); a kernel of one group uses part 0 of it.
 //
 // Construction and destruction are collective over the whole world, as allocation is (every
 // process, same order, same arguments): every PE gets the same symmetric memory, members and not.
@@ -28,11 +36,16 @@ namespace gpucomm {
 
 struct workspace_options {
   /// Bytes each member sends each other member per round (rounded up to a multiple of 128): larger
-  /// means fewer rounds for large collectives, and more memory: 2 x team size x block_bytes per
-  /// part and member.
-  std::size_t block_bytes = std::size_t{64} << 10;
-  /// Groups that share each collective (the multi-CTA form; 1: one group per member).
-  int parts = 1;
+  /// means fewer rounds for large collectives, and more memory (the size formula above).
+  std::size_t block_bytes = std::size_t{16} << 10;
+  /// Parts: the most groups that may share each collective (the multi-CTA form), so the most CTAs
+  /// a host launcher runs per member.
+  int parts = 64;
+  /// Whether the host launchers launch with programmatic dependent launch (PDL): the kernel may
+  /// start while the stream's previous kernel finishes, and waits for it (cudaGridDependency-
+  /// Synchronize) before touching memory. Never used where members share a GPU (see
+  /// team_workspace::programmatic_launch). team_workspace::set_programmatic_launch changes it.
+  bool programmatic_launch = true;
 };
 
 class team_workspace {
@@ -42,9 +55,13 @@ class team_workspace {
     // On every process together: one that threw alone would leave the others waiting below.
     detail::checked_on_every_rank(w.bootstrap(), call, [&] { check(w, t, o); });
     if (w.one_process_per_gpu()) agree_across_processes(w, t, o);
+    int const smallest_gpu = smallest_sm_count(w);
     view_.members = t;
     view_.parts = o.parts;
     view_.block_bytes = collective_workspace::round_block_bytes(o.block_bytes);
+    members_per_gpu_ = most_members_per_gpu(w, t);
+    cta_limit_ = smallest_gpu / members_per_gpu_ > 1 ? smallest_gpu / members_per_gpu_ : 1;
+    programmatic_ = o.programmatic_launch;
     memory_ = w.alloc<std::byte>(collective_workspace::bytes(t.size, view_.block_bytes, o.parts));
     detail::current_device_guard const keep;
     for (int pe : w.local_pes()) {
@@ -70,6 +87,20 @@ class team_workspace {
   int parts() const noexcept { return view_.parts; }
   /// Symmetric bytes per PE.
   std::size_t size_bytes() const noexcept { return memory_.size_bytes(); }
+  /// The most team members that share one GPU (1 when each has its own).
+  int members_per_gpu() const noexcept { return members_per_gpu_; }
+  /// The most CTAs a host launcher runs per member, whatever the parts: the SMs of the world's
+  /// smallest GPU over members_per_gpu(), so that the CTAs of all members on one GPU, which wait for
+  /// each other, can all be resident at once. The same at every member.
+  int cta_limit() const noexcept { return cta_limit_; }
+  /// Whether the host launchers launch with programmatic dependent launch: as set
+  /// (workspace_options::programmatic_launch, set_programmatic_launch), and never where members
+  /// share a GPU (a kernel waiting for its predecessor would hold SMs that another member's
+  /// kernel, which this member's predecessor waits for, may need).
+  bool programmatic_launch() const noexcept { return programmatic_ && members_per_gpu_ == 1; }
+  /// Turns programmatic dependent launch on or off for later launches on this workspace (launches
+  /// already captured in a graph keep theirs). Local to this process: members need not agree.
+  void set_programmatic_launch(bool on) noexcept { programmatic_ = on; }
 
  private:
   static void check(world& w, team const& t, workspace_options const& o) {
@@ -113,8 +144,33 @@ class team_workspace {
     }
   }
 
+  /// The fewest SMs of any GPU of the world (every process agrees).
+  static int smallest_sm_count(world& w) {
+    int fewest = 0;
+    for (int pe : w.local_pes()) {
+      int sms = 0;
+      GPUCOMM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, w.device(pe)), pe);
+      fewest = fewest == 0 || sms < fewest ? sms : fewest;
+    }
+    for (int const sms : w.bootstrap().allgather_value(fewest)) fewest = sms < fewest ? sms : fewest;
+    return fewest;
+  }
+  /// The most members of t on one GPU.
+  static int most_members_per_gpu(world const& w, team const& t) {
+    int most = 1;
+    for (int i = 0; i < t.size; ++i) {
+      int sharing = 0;
+      for (int j = 0; j < t.size; ++j) sharing += w.same_gpu(t.pe_of(i), t.pe_of(j)) ? 1 : 0;
+      most = sharing > most ? sharing : most;
+    }
+    return most;
+  }
+
   collective_workspace view_;
   sym_array<std::byte> memory_;
+  int members_per_gpu_ = 1;
+  int cta_limit_ = 1;
+  bool programmatic_ = true;
 };
 
 }  // namespace gpucomm

@@ -1,36 +1,51 @@
 #pragma once
-// Packet rounds: the small-message protocol of the load/store algorithms (transports whose peers'
-// memory threads can store to: comm::remote). Each 8-byte packet carries 4 data bytes and the
-// packet round's number, written with one 8-byte store into the receiver's workspace; the receiver
-// polls its own memory until a packet shows the round's number, and then has the data: no separate
-// flag, no fence between data and flag, no quiet (NCCL's LL protocol is the same idea).
+// Packet rounds: the small-message protocol of the load/store algorithms (transports whose threads
+// store to every peer's memory: comm::remote), NCCL's LL idea.
 //
-// Round e (packet rounds count per part, like rounds, in their own word and slots):
-//   1. The group agrees on e: a call reserves the numbers of all its packet rounds at once
-//      (next_epochs: one read of the part's counter, then the group's sync), and every round after
-//      the first starts with a group sync. Each thread fences (acq_rel, system scope): the group's
-//      reads of packet slot e & 1 in round e - 2 are ordered before this thread's stores of round
-//      e into other members (the other half of that argument is in step 3).
-//   2. Every member stores its packets into its own block of every other member's slot e & 1.
-//   3. Every member polls the packets it needs in its own slot until each shows round e (relaxed
-//      8-byte loads: data and round number arrive together, single-copy atomic). A member that has
-//      all of round e - 1's packets from r knows r has entered round e - 1, so r has finished
-//      reading slot e & 1 in round e - 2: every packet round here is all-to-all (each member sends
-//      every other one packets, never zero of them), which is what makes two slots enough. Step 1's
-//      fence, after the poll of round e - 1 and the group sync, orders that knowledge before the
-//      stores of round e.
-// Why the numbers are reserved per call and not read per round: rounds end with polls, not with a
-// sync, so a thread that read the counter at the start of the next round could read it before the
-// leader had recorded this round's number, and run a round twice with stale packets (a race the
-// slow scheduling under compute-sanitizer's racecheck showed; the late-leader test pins it).
-// The round number in a packet is the low 32 bits of e; a stale packet in slot e & 1 is from round
-// e - 2 (or 0, never written), never equal. Nothing is reset: graph replays are safe.
+// A line is 16 bytes, {data word 0, flag, data word 1, flag}: 8 bytes of data and the epoch's flag
+// twice, written with ONE 16-byte store (relaxed, system scope) straight into the receiver's
+// workspace. The store's two 8-byte halves are each single-copy atomic and each carries the flag, so
+// a receiver whose 16-byte load shows the flag in both halves has the whole line: a line torn
+// between its halves cannot pass. No flag word, no fence between data and flag, no quiet.
+//
+// One packet epoch e (a round; the part's packet epochs are counted by local word 2) over a chunk of
+// the part's units (a unit: 8 bytes of whole elements, one line; a 16-byte element is a unit of two):
+//   1. each thread loads its units of src (up to packet_lines_in_flight lines at once);
+//   2. stores them into its own block of every other member's packet slot e & 1, flag(e) in each;
+//   3. polls the same lines of every other member's block in its own slot e & 1 until both flags of
+//      each show flag(e) (16-byte relaxed loads, the next member's issued before this one's are
+//      checked), folds every member's unit in team-rank order (its own from registers), and writes
+//      dst. Every member folds the same inputs in the same order: bitwise the same results.
+// flag(e) = e mod (2^32 - 1) + 1 is never 0 (the zeroed workspace) and never flag(e - 2) (what the
+// slot holds from its previous use), so a stale line never passes, for any e.
+//
+// Slot reuse: why two slots suffice, and what orders it. Every epoch is all-to-all (each member
+// stores at least one line into every other member), so a member that received all of r's lines of
+// epoch e - 1 knows r had finished its polls of epoch e - 2, the last reads of slot e & 1 at r,
+// before it stored them; only then does the member store epoch e into that slot. Each member orders
+// its polls of epoch e - 1 before its stores of epoch e at system scope:
+//   - a host launcher's kernel (collective_entry::kernel_start) runs one call per part: its first
+//     epoch follows the stream's previous kernel, which completed with every access performed
+//     (with programmatic dependent launch: the kernel's grid dependency wait, host/collectives.cuh);
+//   - a call from a user's kernel (collective_entry::device_call), which may run collectives back to
+//     back: after the entry sync the leader fences once (acq_rel, system scope) and the group syncs
+//     again, which orders every thread's earlier polls before every thread's stores of the call;
+//   - every later epoch of a call (a share larger than one block): the same sync, leader fence, sync.
+// Every polled value is consumed (its loop's exit) before the thread reaches the group's sync.
+//
+// The group agrees on e: a call reserves all of its epochs at once (next_epochs: every thread reads
+// the part's counter, the group syncs, the leader records the last), and every epoch after the first
+// starts with a group sync. Epochs are not read per round: rounds end with polls, not with a sync,
+// so a thread that read the counter at the start of the next round could read it before the leader
+// had recorded this round, and run a round twice with stale lines (the late-leader test pins it).
+// Nothing is reset: graph replays are safe.
 
 #include <cuda/atomic>
+#include <cuda/std/bit>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
+#include <type_traits>
 
 #include "rounds.cuh"
 
@@ -47,110 +62,252 @@ concept load_stores_everywhere = can_load_store<Tr> && !requires {
   requires Tr::partial_load_store;
 };
 
-/// Element types packet rounds move: sizes that packets of 4 bytes split or join evenly.
+/// Element types packet rounds move: whole elements in 8-byte units (16-byte ones in two lines).
 template <class T>
 concept packet_element = sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16;
 
-/// A unit: what one thread moves per member and round, max(4, sizeof(T)) bytes, whole elements.
-template <class T>
-struct packet_unit {
-  static constexpr std::size_t bytes = sizeof(T) < 4 ? 4 : sizeof(T);
-  static constexpr std::size_t elements = bytes / sizeof(T);
-  static constexpr std::size_t packets = bytes / 4;
-  alignas(16) std::uint32_t words[packets];
+/// How a collective was entered, for the packet protocol's slot reuse (top of this header).
+enum class collective_entry {
+  device_call,   ///< from a user's kernel, which may run collectives back to back
+  kernel_start,  ///< by a host launcher's kernel: one call per part, after the stream's previous kernel
 };
 
-/// Elements of T one packet block carries (each packet: 4 data bytes in 8).
-template <class T>
-__device__ GPUCOMM_FORCEINLINE std::size_t packet_block_elements(round_context const& x) {
-  return x.ws.block_bytes / 2 / packet_unit<T>::bytes * packet_unit<T>::elements;
+/// A line as it lies in the workspace.
+struct alignas(16) packet_line {
+  std::uint32_t data0, flag0, data1, flag1;
+};
+static_assert(sizeof(packet_line) == 16 && alignof(packet_line) == 16, "a line is one 16-byte store");
+
+/// The flag of packet epoch e: never 0, never flag(e - 2) (nor flag(e - 1)).
+GPUCOMM_HD constexpr std::uint32_t packet_flag(std::uint64_t epoch) {
+  return static_cast<std::uint32_t>(epoch % 0xffffffffull) + 1u;
 }
 
-/// The unit u of `count` elements at src (elements past count are zero bytes).
-template <class T>
-__device__ GPUCOMM_FORCEINLINE packet_unit<T> load_unit(T const* src, std::size_t count, std::size_t u) {
-  packet_unit<T> unit{};
-  std::size_t const first = u * packet_unit<T>::elements;
-  std::size_t const have = count - first < packet_unit<T>::elements ? count - first : packet_unit<T>::elements;
-  std::memcpy(unit.words, src + first, have * sizeof(T));
-  return unit;
+/// A line as loaded: its halves {data0, flag0} and {data1, flag1}.
+struct line_halves {
+  std::uint64_t lo = 0;
+  std::uint64_t hi = 0;
+  __device__ GPUCOMM_FORCEINLINE bool shows(std::uint32_t flag) const {
+    return static_cast<std::uint32_t>(lo >> 32) == flag && static_cast<std::uint32_t>(hi >> 32) == flag;
+  }
+  __device__ GPUCOMM_FORCEINLINE std::uint64_t data() const { return (lo & 0xffffffffull) | (hi << 32); }
+};
+
+/// Stores 8 data bytes and `flag` as one line at `to` (a peer's workspace).
+__device__ GPUCOMM_FORCEINLINE void store_line(packet_line* to, std::uint64_t data, std::uint32_t flag) {
+  std::uint64_t const f = std::uint64_t{flag} << 32;
+  // One 16-byte store, relaxed at system scope (the receiver polls it): each 64-bit element is
+  // single-copy atomic, so each half arrives with its flag. cuda::ptx has no relaxed vector store.
+  asm volatile("st.relaxed.sys.global.v2.b64 [%0], {%1, %2};" ::"l"(__cvta_generic_to_global(to)),
+               "l"(f | (data & 0xffffffffull)), "l"(f | (data >> 32))
+               : "memory");
 }
 
-/// Stores unit u into packet block `to` (another member's memory) as packets of round `stamp`.
+/// Loads the line at `from` (this PE's workspace) as peers last stored it.
+__device__ GPUCOMM_FORCEINLINE line_halves load_line(packet_line const* from) {
+  line_halves v;
+  // One 16-byte load, relaxed at system scope: from L2, never a stale L1 copy; each half is
+  // single-copy atomic. cuda::ptx has no relaxed vector load.
+  asm volatile("ld.relaxed.sys.global.v2.b64 {%0, %1}, [%2];"
+               : "=l"(v.lo), "=l"(v.hi)
+               : "l"(__cvta_generic_to_global(from))
+               : "memory");
+  return v;
+}
+
+/// A unit: the elements one thread moves per member, max(8, sizeof(T)) bytes in `lines` lines.
 template <class T>
-__device__ GPUCOMM_FORCEINLINE void store_unit(std::uint64_t* to, std::size_t u, packet_unit<T> const& unit,
-                                               std::uint32_t stamp) {
-  std::uint64_t* const at = to + u * packet_unit<T>::packets;
+struct packet_unit {
+  static constexpr std::size_t lines = sizeof(T) > 8 ? sizeof(T) / 8 : 1;
+  static constexpr std::size_t elements = lines * 8 / sizeof(T);
+  std::uint64_t words[lines];
+};
+
+/// Lines each thread keeps in flight: its units of a wave, and each member's lines of them.
+inline constexpr std::size_t packet_lines_in_flight = 2;
+
+/// The unsigned integer of `Bytes` bytes (1, 2, 4 or 8).
+template <std::size_t Bytes>
+using packet_bits = std::conditional_t<
+    Bytes == 1, std::uint8_t,
+    std::conditional_t<Bytes == 2, std::uint16_t, std::conditional_t<Bytes == 4, std::uint32_t, std::uint64_t>>>;
+
+/// The two words of a 16-byte element.
+struct packet_pair {
+  std::uint64_t lo, hi;
+};
+
+/// Element i of a unit, by value (shifts, not a trip through memory).
+template <class T>
+__device__ GPUCOMM_FORCEINLINE T unit_element(packet_unit<T> const& u, std::size_t i) {
+  if constexpr (sizeof(T) == 16) {
+    return cuda::std::bit_cast<T>(packet_pair{u.words[0], u.words[1]});
+  } else {
+    return cuda::std::bit_cast<T>(static_cast<packet_bits<sizeof(T)>>(u.words[0] >> (8 * sizeof(T) * i)));
+  }
+}
+
+/// Puts v as element i of u, whose bits there are zero.
+template <class T>
+__device__ GPUCOMM_FORCEINLINE void set_unit_element(packet_unit<T>& u, std::size_t i, T const& v) {
+  if constexpr (sizeof(T) == 16) {
+    packet_pair const pair = cuda::std::bit_cast<packet_pair>(v);
+    u.words[0] = pair.lo;
+    u.words[1] = pair.hi;
+  } else {
+    u.words[0] |= std::uint64_t{cuda::std::bit_cast<packet_bits<sizeof(T)>>(v)} << (8 * sizeof(T) * i);
+  }
+}
+
+/// Loads the unit at `at`, whose first `have` elements exist (the rest are zero bytes). `aligned`:
+/// at is 8-byte aligned (then whole units go as 8-byte loads).
+template <class T>
+__device__ GPUCOMM_FORCEINLINE packet_unit<T> load_unit(T const* at, std::size_t have, bool aligned) {
+  using U = packet_unit<T>;
+  U u{};
+  if (aligned && have == U::elements) {
 #pragma unroll
-  for (std::size_t p = 0; p < packet_unit<T>::packets; ++p) {
-    cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> packet(at[p]);
-    packet.store((std::uint64_t{stamp} << 32) | unit.words[p], cuda::memory_order_relaxed);
-  }
-}
-
-/// Polls unit u of packet block `from` (this member's memory) until every packet shows `stamp`.
-template <class T>
-__device__ GPUCOMM_FORCEINLINE packet_unit<T> receive_unit(round_context const& x, std::uint64_t* from, std::size_t u,
-                                                           std::uint32_t stamp) {
-  packet_unit<T> unit;
-  std::uint64_t* const at = from + u * packet_unit<T>::packets;
+    for (std::size_t p = 0; p < U::lines; ++p) u.words[p] = reinterpret_cast<std::uint64_t const*>(at)[p];
+  } else {
 #pragma unroll
-  for (std::size_t p = 0; p < packet_unit<T>::packets; ++p) {
-    cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> packet(at[p]);
-    std::uint64_t v = packet.load(cuda::memory_order_relaxed);
-    if (static_cast<std::uint32_t>(v >> 32) != stamp)
-      spin_until(
-          [&] {
-            v = packet.load(cuda::memory_order_relaxed);
-            return static_cast<std::uint32_t>(v >> 32) == stamp;
-          },
-          {"collective packets", at + p, "a stamp (high 32 bits) ==", stamp}, x.header);
-    unit.words[p] = static_cast<std::uint32_t>(v);
+    for (std::size_t i = 0; i < U::elements; ++i)
+      if (i < have) set_unit_element(u, i, at[i]);
   }
-  return unit;
+  return u;
 }
 
-/// One packet round, number `round`, over `count` elements: every member stores source(r)'s units
-/// into member r's packet block, then consume(u, unit_of) runs for every unit u of [0, count)
-/// (shared by g's threads), where unit_of(r) is rank r's unit u (this member's own from
-/// source(rank)). The caller has synced the group since the previous round (for_each_packet_round).
-template <class T, class Tr, group G, class Source, class Consume>
-__device__ void packet_round(comm<Tr> const& c, G const& g, round_context const& x, std::uint64_t round,
-                             std::size_t count, Source&& source, Consume&& consume) {
-  auto const stamp = static_cast<std::uint32_t>(round);
-  std::size_t const units = (count + packet_unit<T>::elements - 1) / packet_unit<T>::elements;
-  // Orders the group's reads of this slot two rounds ago (before the caller's sync) before the
-  // stores below (see the top of this header).
-  cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_system);
-  auto* const mine = reinterpret_cast<std::uint64_t*>(x.ws.packet_block(x.part, round, x.rank));
-  for (int k = 1; k < x.size; ++k) {
-    int const r = (x.rank + k) % x.size;
-    std::uint64_t* const to = c.remote(sym_ptr<std::uint64_t>(mine), x.ws.members.pe_of(r));
-    for (std::size_t u = group_rank(g); u < units; u += group_size(g))
-      store_unit<T>(to, u, load_unit(source(r), count, u), stamp);
-  }
-  for (std::size_t u = group_rank(g); u < units; u += group_size(g)) {
-    consume(u, [&](int r) {
-      if (r == x.rank) return load_unit(source(r), count, u);
-      return receive_unit<T>(x, reinterpret_cast<std::uint64_t*>(x.ws.packet_block(x.part, round, r)), u, stamp);
-    });
+/// Loads the lines of this thread's units of the wave from `block`: line p of unit k into v[k][p].
+template <class T, std::size_t K>
+__device__ GPUCOMM_FORCEINLINE void load_lines(line_halves (&v)[K][packet_unit<T>::lines], packet_line const* block,
+                                               std::size_t first_index, std::size_t stride, std::size_t units) {
+#pragma unroll
+  for (std::size_t k = 0; k < K; ++k)
+    if (first_index + k * stride < units)
+#pragma unroll
+      for (std::size_t p = 0; p < packet_unit<T>::lines; ++p)
+        v[k][p] = load_line(block + (first_index + k * stride) * packet_unit<T>::lines + p);
+}
+
+/// One packet epoch over units [first, first + units) of the message (n elements of src, folded
+/// into dst): steps 1-3 at the top of this header, in waves of packet_lines_in_flight lines per
+/// thread. The caller has ordered this epoch's stores after the group's polls of the previous one.
+template <class Op, class T, class Tr, group G>
+__device__ void packet_round(comm<Tr> const& c, G const& g, round_context const& x, std::uint64_t epoch, T* dst,
+                             T const* src, std::size_t n, std::size_t first, std::size_t units, bool aligned) {
+  using U = packet_unit<T>;
+  using R = element_reduction<T>;
+  constexpr std::size_t K = packet_lines_in_flight / U::lines;  // units per thread and wave
+  constexpr std::size_t E = U::elements;
+  constexpr std::size_t L = U::lines;
+  std::uint32_t const flag = packet_flag(epoch);
+  std::size_t const gs = group_size(g);
+  auto* const own_block = reinterpret_cast<packet_line*>(x.ws.packet_block(x.part, epoch, x.rank));
+  // This thread's units of a wave: `at + k * gs` for k < K, those below `units`.
+  for (std::size_t at = group_rank(g); at < units; at += K * gs) {
+    auto live = [&](std::size_t k) { return at + k * gs < units; };
+    // 1. Load them.
+    U mine[K];
+#pragma unroll
+    for (std::size_t k = 0; k < K; ++k) {
+      mine[k] = U{};
+      if (live(k)) {
+        std::size_t const e = (first + at + k * gs) * E;
+        mine[k] = load_unit(src + e, n - e < E ? n - e : E, aligned);
+      }
+    }
+    // 2. Store them into this member's block of every other member's slot, from the next rank on.
+    for (int step = 1; step < x.size; ++step) {
+      int const r = x.rank + step < x.size ? x.rank + step : x.rank + step - x.size;
+      packet_line* const to = c.remote(sym_ptr<packet_line>(own_block), x.ws.members.pe_of(r));
+#pragma unroll
+      for (std::size_t k = 0; k < K; ++k)
+        if (live(k))
+#pragma unroll
+          for (std::size_t p = 0; p < L; ++p) store_line(to + (at + k * gs) * L + p, mine[k].words[p], flag);
+    }
+    // 3. Every member's units, folded in rank order. The next member's lines are loaded before this
+    // member's are checked: two members' loads in flight.
+    auto block_of = [&](int r) { return reinterpret_cast<packet_line const*>(x.ws.packet_block(x.part, epoch, r)); };
+    auto next_peer = [&](int r) { return r + 1 == x.rank ? r + 2 : r + 1; };
+    line_halves pending[K][L];
+    int loading = next_peer(-1);
+    if (loading < x.size) load_lines<T>(pending, block_of(loading), at, gs, units);
+    accumulator_t<T> acc[K][E];
+    for (int r = 0; r < x.size; ++r) {
+      U got[K];
+      if (r == x.rank) {
+#pragma unroll
+        for (std::size_t k = 0; k < K; ++k) got[k] = mine[k];
+      } else {
+        line_halves v[K][L];
+#pragma unroll
+        for (std::size_t k = 0; k < K; ++k)
+#pragma unroll
+          for (std::size_t p = 0; p < L; ++p) v[k][p] = pending[k][p];
+        loading = next_peer(r);
+        if (loading < x.size) load_lines<T>(pending, block_of(loading), at, gs, units);
+        packet_line const* const block = block_of(r);
+        // Whether every line shows the flag, loading again those that do not.
+        auto arrived = [&](bool reload) {
+          bool all = true;
+#pragma unroll
+          for (std::size_t k = 0; k < K; ++k)
+#pragma unroll
+            for (std::size_t p = 0; p < L; ++p) {
+              if (!live(k) || v[k][p].shows(flag)) continue;
+              if (reload) v[k][p] = load_line(block + (at + k * gs) * L + p);
+              all = all && v[k][p].shows(flag);
+            }
+          return all;
+        };
+        if (!arrived(false)) {
+          spin_until([&] { return arrived(true); },
+                     {"collective packets", reinterpret_cast<std::uint64_t const*>(block + at * L),
+                      "flag (high 32 bits) ==", flag, x.ws.members.pe_of(r)},
+                     x.header);
+        }
+#pragma unroll
+        for (std::size_t k = 0; k < K; ++k)
+#pragma unroll
+          for (std::size_t p = 0; p < L; ++p) got[k].words[p] = v[k][p].data();
+      }
+#pragma unroll
+      for (std::size_t k = 0; k < K; ++k) {
+        if (!live(k)) continue;
+#pragma unroll
+        for (std::size_t i = 0; i < E; ++i) {
+          auto const value = R::to_accumulator(unit_element(got[k], i));
+          acc[k][i] = r == 0 ? value : R::template combine<Op>(acc[k][i], value);
+        }
+      }
+    }
+    // 4. The folded units into dst: whole units as 8-byte stores where aligned.
+#pragma unroll
+    for (std::size_t k = 0; k < K; ++k) {
+      if (!live(k)) continue;
+      std::size_t const e = (first + at + k * gs) * E;
+      std::size_t const have = n - e < E ? n - e : E;
+      U out{};
+#pragma unroll
+      for (std::size_t i = 0; i < E; ++i) set_unit_element(out, i, R::from_accumulator(acc[k][i]));
+      if (aligned && have == E) {
+#pragma unroll
+        for (std::size_t p = 0; p < L; ++p) reinterpret_cast<std::uint64_t*>(dst + e)[p] = out.words[p];
+      } else {
+#pragma unroll
+        for (std::size_t i = 0; i < E; ++i)
+          if (i < have) dst[e + i] = unit_element(out, i);
+      }
+    }
   }
 }
 
-/// f(round, at, count) for each packet round's chunk of this part's share of [0, n), in order: the
-/// rounds' numbers reserved at once (step 1 at the top of this header), the group synced before
-/// every round after the first, so each round starts after all of the group's polls of the one
-/// before.
-template <class T, group G, class F>
-__device__ void for_each_packet_round(G const& g, round_context const& x, std::size_t n, F&& f) {
-  std::size_t const per_round = packet_block_elements<T>(x);
-  std::uint64_t const first =
-      next_epochs(g, x.words + collective_workspace::packet_round_word, chunk_count(x, n, per_round));
-  std::uint64_t round = first;
-  for_each_chunk(x, n, per_round, [&](std::size_t at, std::size_t count) {
-    if (round != first) group_sync(g);
-    f(round++, at, count);
-  });
+/// Orders the group's earlier polls before its later stores, at system scope: the group has synced
+/// since its last poll; the leader fences, and the group syncs again.
+template <group G>
+__device__ GPUCOMM_FORCEINLINE void order_packet_epoch(G const& g) {
+  if (is_leader(g)) cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_system);
+  group_sync(g);
 }
 
 /// Whether this member reaches every other member with load/store (route reaches only its first
@@ -162,39 +319,27 @@ __device__ bool team_load_stores(comm<Tr> const& c, round_context const& x) {
   return true;
 }
 
-/// The elements of a unit, by value.
-template <class T>
-__device__ GPUCOMM_FORCEINLINE T unit_element(packet_unit<T> const& unit, std::size_t i) {
-  T v;
-  std::memcpy(&v, reinterpret_cast<unsigned char const*>(unit.words) + i * sizeof(T), sizeof(T));
-  return v;
-}
-
-/// One-shot allreduce (or reduce_scatter: source(r) = src + r * n) in packet rounds: every member
-/// stores its chunk into every other member, and folds all of them in rank order into dst.
-template <class Op, class T, class Tr, group G, class Source>
-__device__ void fold_packets(comm<Tr> const& c, G const& g, round_context const& x, T* dst, std::size_t n,
-                             Source&& source) {
+/// One-shot allreduce in packet epochs: this part's share of the message's units, in chunks of one
+/// block's lines per epoch; every member stores its chunk into every other member and folds all of
+/// them in rank order into dst. src and dst are the same or do not overlap.
+template <class Op, class T, class Tr, group G>
+__device__ void fold_packets(comm<Tr> const& c, G const& g, round_context const& x, T* dst, T const* src, std::size_t n,
+                             collective_entry entry) {
   if constexpr (reduction_takes<Op, T>) {  // else require_reduction has said why
-    using R = element_reduction<T>;
-    constexpr std::size_t per_unit = packet_unit<T>::elements;
-    for_each_packet_round<T>(g, x, n, [&](std::uint64_t round, std::size_t at, std::size_t count) {
-      packet_round<T>(
-          c, g, x, round, count, [&](int r) { return source(r) + at; },
-          [&](std::size_t u, auto&& unit_of) {
-            accumulator_t<T> acc[per_unit];
-            packet_unit<T> const first = unit_of(0);
-            for (std::size_t i = 0; i < per_unit; ++i) acc[i] = R::to_accumulator(unit_element(first, i));
-            for (int r = 1; r < x.size; ++r) {
-              packet_unit<T> const next = unit_of(r);
-              for (std::size_t i = 0; i < per_unit; ++i)
-                acc[i] = R::template combine<Op>(acc[i], R::to_accumulator(unit_element(next, i)));
-            }
-            std::size_t const base = u * per_unit;
-            for (std::size_t i = 0; i < per_unit && base + i < count; ++i)
-              dst[at + base + i] = R::from_accumulator(acc[i]);
-          });
-    });
+    using U = packet_unit<T>;
+    std::size_t const units = (n + U::elements - 1) / U::elements;
+    element_range const mine = part_range(units, x.part, x.ws.parts);
+    std::size_t const per_epoch = x.ws.block_bytes / sizeof(packet_line) / U::lines;
+    std::size_t const epochs = rounds_for(mine.size(), per_epoch);
+    if (epochs == 0) return;  // the same at every member: no epoch drawn
+    std::uint64_t const first = next_epochs(g, x.words + collective_workspace::packet_round_word, epochs);
+    bool const aligned = ((reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst)) & 7u) == 0;
+    for (std::size_t j = 0; j < epochs; ++j) {
+      if (j > 0) group_sync(g);  // every thread's polls of the previous epoch are over
+      if (j > 0 || entry == collective_entry::device_call) order_packet_epoch(g);
+      element_range const chunk = chunk_of(mine.size(), j, per_epoch);
+      packet_round<Op>(c, g, x, first + j, dst, src, n, mine.lo + chunk.lo, chunk.size(), aligned);
+    }
   }
 }
 

@@ -88,6 +88,8 @@ __device__ round_context enter_collective(comm<Tr> const& c, G const& g, collect
   check_transport<Tr>();
   round_context x;
   x.ws = ws;
+  // The whole view (part_index -1) is one group running the collective alone, on part 0.
+  if (ws.part_index < 0) x.ws.parts = 1;
   x.part = ws.chosen_part();
   x.size = ws.members.size;
   x.rank = ws.members.rank_of(c.my_pe());
@@ -97,9 +99,7 @@ __device__ round_context enter_collective(comm<Tr> const& c, G const& g, collect
 #if GPUCOMM_DEBUG
   if (!ws.valid()) device_misuse(op, "the workspace is not a view of a team_workspace (team_workspace::view(pe))");
   if (x.rank < 0) device_misuse(op, "this PE is not a member of the workspace's team");
-  if (ws.parts > 1 && ws.part_index < 0)
-    device_misuse(op, "the workspace has several parts: pass ws.part(k), one part per group sharing the collective");
-  if (x.part >= ws.parts) device_misuse(op, "part index past the workspace's parts");
+  if (x.part >= x.ws.parts) device_misuse(op, "part index past the workspace's parts");
   if (is_leader(g)) {
     // One group per PE and part at a time: two would draw the same rounds and corrupt each
     // other's data (for example one team's collectives called from two streams at once).

@@ -1,0 +1,225 @@
+// The collectives suite (every transport under test): slot reuse under stress. Thousands of
+// back-to-back allreduces through the host launcher, on the default workspace, of sizes that change
+// from call to call, so that the algorithm (packets, one_shot, two_shot) and the CTA count switch
+// between calls on the same parts; in place and out of place, 8-byte aligned and not; with random
+// delays on some members before some calls, so that members run out of step; plainly and replayed
+// from CUDA graphs. Every destination is poisoned first, and every element of every call, and the
+// guard behind each, is checked against a host reference.
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shapes.cuh"
+
+using namespace gpucomm::test::coll;
+
+namespace {
+
+/// Holds this PE's stream for `ns` nanoseconds (one thread), so that its next call starts late.
+__global__ void delay_kernel(std::uint64_t ns) {
+  std::uint64_t const start = gpucomm::detail::global_time_ns();
+  while (gpucomm::detail::global_time_ns() - start < ns) {
+  }
+}
+
+/// One call of the plan: n ints of the src pool at src_at (or, in place, of the dst pool) reduced
+/// into the dst pool at dst_at.
+struct stress_call {
+  std::size_t n = 0;
+  std::size_t src_at = 0;
+  std::size_t dst_at = 0;
+  bool in_place = false;
+  std::uint64_t salt = 0;
+};
+
+/// A batch of calls with the pools they need (the same plan in every process).
+struct stress_plan {
+  std::vector<stress_call> calls;
+  std::size_t src_elements = 0;
+  std::size_t dst_elements = 0;
+};
+
+/// Counts spread over both protocols and many CTA counts: mostly packet sizes (up to 256 KiB of
+/// ints at two members), the rest one_shot and two_shot sizes; odd counts everywhere.
+std::size_t pick_count(std::uint64_t m) {
+  static std::size_t const small[] = {1,    2,    3,    5,    16,   31,    255,   256,   257,   1000,
+                                      1025, 2051, 4096, 8191, 8193, 16384, 32771, 49999, 65536, 65537};
+  static std::size_t const large[] = {100003, 131072, 262147, 400001};
+  if (m % 8 < 6) return small[(m >> 8) % (sizeof(small) / sizeof(small[0]))];
+  return large[(m >> 8) % (sizeof(large) / sizeof(large[0]))] / static_cast<std::size_t>(model_slowdown) + 1;
+}
+
+stress_plan make_plan(std::uint64_t seed, int count) {
+  stress_plan p;
+  for (int i = 0; i < count; ++i) {
+    std::uint64_t const m = gpucomm::test::mix(seed, 0, static_cast<std::uint64_t>(i));
+    stress_call c;
+    c.n = pick_count(m);
+    c.salt = seed * 100000 + static_cast<std::uint64_t>(i);
+    c.in_place = (m >> 20) % 5 == 0;
+    std::size_t const skew = (m >> 24) % 3 == 0 ? 1 : 0;  // an odd element offset: not 8-byte aligned
+    if (!c.in_place) {
+      c.src_at = p.src_elements + skew;
+      p.src_elements = c.src_at + c.n;
+    }
+    c.dst_at = p.dst_elements + skew;
+    p.dst_elements = c.dst_at + c.n + guard_elements;
+    p.calls.push_back(c);
+  }
+  p.src_elements += 1;
+  return p;
+}
+
+constexpr int poison_int = static_cast<int>(0xA5A5A5A5u);
+
+/// What PE pe's dst pool holds before the calls: poison, and the inputs of the in-place calls.
+std::vector<int> dst_before(stress_plan const& p, int pe) {
+  std::vector<int> v(p.dst_elements, poison_int);
+  for (stress_call const& c : p.calls)
+    if (c.in_place)
+      for (std::size_t i = 0; i < c.n; ++i) v[c.dst_at + i] = value_of<int>(c.salt, pe, i);
+  return v;
+}
+
+std::vector<int> src_of(stress_plan const& p, int pe) {
+  std::vector<int> v(p.src_elements, 0);
+  for (stress_call const& c : p.calls)
+    if (!c.in_place)
+      for (std::size_t i = 0; i < c.n; ++i) v[c.src_at + i] = value_of<int>(c.salt, pe, i);
+  return v;
+}
+
+/// Launches call `k` of the plan for PE pe on its stream, after a delay on some (call, PE) pairs.
+void issue(gpucomm::world& w, team_workspace const& ws, stress_plan const& p, std::size_t k, int pe,
+           sym_array<int> const& src, sym_array<int> const& dst) {
+  stress_call const& c = p.calls[k];
+  std::uint64_t const m = gpucomm::test::mix(c.salt, static_cast<std::uint64_t>(pe), 77);
+  if (m % 4 == 0) {
+    GPUCOMM_TEST_CUDA(cudaSetDevice(w.device(pe)));
+    delay_kernel<<<1, 1, 0, w.stream(pe)>>>((m >> 8) % 20000);
+    GPUCOMM_TEST_CUDA(cudaGetLastError());
+  }
+  int* const d = dst.ptr(pe).get() + c.dst_at;
+  int const* const s = c.in_place ? d : src.ptr(pe).get() + c.src_at;
+  gpucomm::allreduce<transport_under_test>(w, ws, pe, d, s, c.n, reduction::sum{}, w.stream(pe));
+}
+
+/// Every call's result (the sum over the team of its members' inputs, wrapping), at the call's
+/// place in the dst pool, poison in the guards; the same at every member.
+std::vector<int> expected_dst(team const& t, stress_plan const& p) {
+  std::vector<int> v(p.dst_elements, poison_int);
+  for (stress_call const& c : p.calls) {
+    for (std::size_t i = 0; i < c.n; ++i) {
+      std::uint32_t acc = 0;
+      for (int r = 0; r < t.size; ++r) acc += static_cast<std::uint32_t>(value_of<int>(c.salt, t.pe_of(r), i));
+      v[c.dst_at + i] = static_cast<int>(acc);
+    }
+  }
+  return v;
+}
+
+/// Counts the elements of every call, and of the guard behind each, that differ from `want` at
+/// PE pe; names the first.
+std::size_t check_plan(gpucomm::world& w, stress_plan const& p, std::vector<int> const& want, int pe,
+                       sym_array<int> const& dst, std::string& first) {
+  auto const got = download(w, pe, dst.ptr(pe), p.dst_elements);
+  std::size_t bad = 0;
+  for (std::size_t k = 0; k < p.calls.size(); ++k) {
+    stress_call const& c = p.calls[k];
+    for (std::size_t i = 0; i < c.n + guard_elements; ++i) {
+      std::size_t const at = c.dst_at + i;
+      if (got[at] != want[at] && bad++ == 0) {
+        first = "call " + std::to_string(k) + " (n=" + std::to_string(c.n) + (c.in_place ? ", in place" : "") +
+                ", dst offset " + std::to_string(c.dst_at) + ") element " + std::to_string(i) + ": got " +
+                std::to_string(got[at]) + ", want " + std::to_string(want[at]);
+      }
+    }
+  }
+  return bad;
+}
+
+/// Uploads the plan's inputs and poisoned outputs at every local PE, then waits for every process.
+void prepare(gpucomm::world& w, stress_plan const& p, sym_array<int> const& src, sym_array<int> const& dst) {
+  for (int pe : w.local_pes()) {
+    upload(w, pe, src.ptr(pe), src_of(p, pe));
+    upload(w, pe, dst.ptr(pe), dst_before(p, pe));
+  }
+  w.barrier();
+}
+
+void check_all(gpucomm::world& w, stress_plan const& p, std::vector<int> const& want, sym_array<int> const& dst,
+               std::string const& when) {
+  for (int pe : w.local_pes()) {
+    std::string first;
+    std::size_t const bad = check_plan(w, p, want, pe, dst, first);
+    INFO(when << ": PE " << pe << ", " << bad << " elements wrong; first: " << first);
+    CHECK(bad == 0);
+  }
+  w.barrier();
+}
+
+}  // namespace
+
+TEST_CASE("thousands of back-to-back allreduces of changing sizes, every result checked",
+          "[gpu][collectives][stress]") {
+  auto& w = gpucomm::test::the_world();
+  team const t = w.team_world();
+  team_workspace ws(w, t);  // the default: what the launchers are tuned for
+  int const batches = 20 / model_slowdown;
+  int const per_batch = 100;
+  std::set<std::pair<int, int>> shapes;  // (CTAs, threads) the launcher chose
+  for (int b = 0; b < batches; ++b) {
+    stress_plan const p = make_plan(1000 + static_cast<std::uint64_t>(b), per_batch);
+    auto src = w.alloc<int>(p.src_elements);
+    auto dst = w.alloc<int>(p.dst_elements);
+    prepare(w, p, src, dst);
+    for (std::size_t k = 0; k < p.calls.size(); ++k) {
+      gpucomm::launch_shape const s = gpucomm::allreduce_launch_shape<int, transport_under_test>(ws, p.calls[k].n);
+      shapes.insert({s.ctas, s.threads});
+      for_each_local_pe(w, [&](int pe) { issue(w, ws, p, k, pe, src, dst); });
+    }
+    finish(w);
+    check_all(w, p, expected_dst(t, p), dst, "batch " + std::to_string(b));
+  }
+  // The calls took both protocols and several CTA counts (where packets exist and the cap allows).
+  if constexpr (gpucomm::detail::load_stores_everywhere<transport_under_test>) {
+    INFO("launch shapes seen: " << shapes.size() << ", CTA limit " << ws.cta_limit());
+    if (ws.cta_limit() > 2 && ws.members().size > 1) CHECK(shapes.size() >= 3);
+  }
+}
+
+TEST_CASE("allreduces of changing sizes replayed from CUDA graphs, every replay checked",
+          "[gpu][collectives][stress][graph]") {
+  auto& w = gpucomm::test::the_world();
+  team const t = w.team_world();
+  team_workspace ws(w, t);
+  stress_plan const p = make_plan(77, 60 / model_slowdown + 2);
+  auto src = w.alloc<int>(p.src_elements);
+  auto dst = w.alloc<int>(p.dst_elements);
+  prepare(w, p, src, dst);
+  std::map<int, cudaGraphExec_t> execs;
+  for_each_local_pe(w, [&](int pe) {
+    cudaStream_t const s = w.stream(pe);
+    cudaGraph_t graph = nullptr;
+    GPUCOMM_TEST_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (std::size_t k = 0; k < p.calls.size(); ++k) issue(w, ws, p, k, pe, src, dst);
+    GPUCOMM_TEST_CUDA(cudaStreamEndCapture(s, &graph));
+    cudaGraphExec_t exec = nullptr;
+    GPUCOMM_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    GPUCOMM_TEST_CUDA(cudaGraphDestroy(graph));
+    execs[pe] = exec;
+  });
+  std::vector<int> const want = expected_dst(t, p);
+  for (int replay = 0; replay < 5; ++replay) {
+    // Fresh poison (and in-place inputs) before every replay: each replay must write every result.
+    for (int pe : w.local_pes()) upload(w, pe, dst.ptr(pe), dst_before(p, pe));
+    w.barrier();
+    for_each_local_pe(w, [&](int pe) { GPUCOMM_TEST_CUDA(cudaGraphLaunch(execs[pe], w.stream(pe))); });
+    finish(w);
+    check_all(w, p, want, dst, "replay " + std::to_string(replay));
+  }
+  for (auto const& [pe, exec] : execs) GPUCOMM_TEST_CUDA(cudaGraphExecDestroy(exec));
+  w.barrier();
+}

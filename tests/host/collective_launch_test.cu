@@ -1,0 +1,187 @@
+// Host-testable choices of the collectives: the launch shape (CTAs and threads by protocol, size,
+// parts and co-residency cap), allreduce's automatic algorithm, the packet protocol's flags (never
+// a zeroed or stale line's) and units, and views of a workspace's first parts.
+#include <gpucomm/collectives.cuh>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+using gpucomm::allreduce_algorithm;
+using gpucomm::collective_workspace;
+using gpucomm::launch_shape;
+namespace detail = gpucomm::detail;
+
+namespace {
+
+constexpr std::size_t KiB = 1024;
+
+struct twelve {
+  int a, b, c;
+};
+struct sixteen {
+  float f;
+  int i;
+  double d;
+};
+
+launch_shape packets(std::size_t bytes, int parts, int cap) {
+  return detail::collective_launch_shape(detail::collective_protocol::packets, bytes, parts, cap);
+}
+
+}  // namespace
+
+TEST_CASE("packet launches: CTAs by size, 256 threads, capped by parts and co-residency", "[collectives][launch]") {
+  // The table of collectives/launch_shape.hpp, at and just past each row.
+  std::vector<std::pair<std::size_t, int>> const rows = {
+      {0, 1},         {8, 1},          {1 * KiB, 1},      {1 * KiB + 1, 2}, {2 * KiB, 2},
+      {4 * KiB, 4},   {8 * KiB, 8},    {8 * KiB + 4, 12}, {16 * KiB, 12},   {32 * KiB, 20},
+      {64 * KiB, 32}, {128 * KiB, 48}, {256 * KiB, 64},   {1 << 30, 64}};
+  for (auto const& [bytes, ctas] : rows) {
+    INFO(bytes << " bytes");
+    CHECK(detail::packet_ctas(bytes) == ctas);
+    CHECK(packets(bytes, 64, 132).ctas == ctas);
+    CHECK(packets(bytes, 64, 132).threads == detail::packet_threads);
+  }
+  STATIC_REQUIRE(detail::packet_threads == 256);
+  // More bytes never take fewer CTAs; never more than the parts or the cap, never fewer than one.
+  int last = 0;
+  for (std::size_t bytes = 0; bytes <= 512 * KiB; bytes += 8) {
+    int const c = detail::packet_ctas(bytes);
+    REQUIRE(c >= last);
+    REQUIRE(c >= 1);
+    REQUIRE(c <= 64);
+    last = c;
+    for (int parts : {1, 3, 64}) {
+      for (int cap : {1, 16, 33, 132}) {
+        launch_shape const s = packets(bytes, parts, cap);
+        REQUIRE(s.ctas >= 1);
+        REQUIRE(s.ctas <= parts);
+        REQUIRE(s.ctas <= cap);
+        REQUIRE(s.ctas == std::min({c, parts, cap}));
+      }
+    }
+  }
+  CHECK(packets(64 * KiB, 0, 0).ctas == 1);  // degenerate caps still launch one CTA
+}
+
+TEST_CASE("round launches: every part up to the cap, 1024 threads", "[collectives][launch]") {
+  for (std::size_t bytes : {std::size_t{0}, std::size_t{8}, 64 * KiB, std::size_t{1} << 30}) {
+    for (int parts : {1, 3, 64}) {
+      for (int cap : {1, 16, 132}) {
+        launch_shape const s = detail::collective_launch_shape(detail::collective_protocol::rounds, bytes, parts, cap);
+        CHECK(s.ctas == std::min(parts, cap));
+        CHECK(s.threads == detail::round_threads);
+      }
+    }
+  }
+  STATIC_REQUIRE(detail::round_threads == 1024);
+}
+
+TEST_CASE("allreduce's automatic choice: packets by size and team size, then one_shot, then two_shot",
+          "[collectives][launch]") {
+  using Tr = gpucomm::NVLinkStore;
+  using enum allreduce_algorithm;
+  CHECK(gpucomm::packet_limit(1) == 256 * KiB);
+  CHECK(gpucomm::packet_limit(2) == 256 * KiB);
+  CHECK(gpucomm::packet_limit(3) == 128 * KiB);
+  CHECK(gpucomm::packet_limit(4) == 128 * KiB);
+  CHECK(gpucomm::packet_limit(5) == 64 * KiB);
+  CHECK(gpucomm::packet_limit(8) == 64 * KiB);
+  for (int members : {1, 2, 3, 4, 5, 8, 16}) {
+    std::size_t const limit = gpucomm::packet_limit(members) / sizeof(float);
+    INFO(members << " members");
+    CHECK(detail::chosen_allreduce<Tr, float>(automatic, 0, members) == packets);
+    CHECK(detail::chosen_allreduce<Tr, float>(automatic, 1, members) == packets);
+    CHECK(detail::chosen_allreduce<Tr, float>(automatic, limit, members) == packets);
+    allreduce_algorithm const past = detail::chosen_allreduce<Tr, float>(automatic, limit + 1, members);
+    CHECK(past == (limit + 1 <= gpucomm::one_shot_limit / sizeof(float) || members <= 2 ? one_shot : two_shot));
+    allreduce_algorithm const large = detail::chosen_allreduce<Tr, float>(automatic, std::size_t{1} << 24, members);
+    CHECK(large == (members <= 2 ? one_shot : two_shot));
+    // An explicit algorithm is kept.
+    for (allreduce_algorithm a : {packets, one_shot, two_shot})
+      CHECK(detail::chosen_allreduce<Tr, float>(a, std::size_t{1} << 24, members) == a);
+  }
+  // Packets take elements of 1, 2, 4, 8 and 16 bytes; others take the round protocols.
+  STATIC_REQUIRE(detail::packets_automatic<Tr, std::uint8_t>);
+  STATIC_REQUIRE(detail::packets_automatic<Tr, __nv_bfloat16>);
+  STATIC_REQUIRE(detail::packets_automatic<Tr, double>);
+  STATIC_REQUIRE(detail::packets_automatic<Tr, sixteen>);
+  STATIC_REQUIRE(!detail::packets_automatic<Tr, twelve>);
+  CHECK(detail::chosen_allreduce<Tr, twelve>(automatic, 10, 2) == one_shot);
+}
+
+TEST_CASE("packet flags: never zero, never the flag of the epoch before or two before", "[collectives][packets]") {
+  constexpr std::uint64_t wrap = std::uint64_t{1} << 32;
+  std::vector<std::uint64_t> epochs;
+  for (std::uint64_t e = 1; e < 70; ++e) epochs.push_back(e);
+  for (std::uint64_t base : {wrap - 1, wrap, 2 * wrap - 2, 2 * wrap, 3 * wrap + 7, ~std::uint64_t{0} - 70})
+    for (std::uint64_t d = 0; d < 70; ++d) epochs.push_back(base - 35 + d);
+  for (std::uint64_t e : epochs) {
+    INFO("epoch " << e);
+    REQUIRE(detail::packet_flag(e) != 0);
+    REQUIRE(detail::packet_flag(e) != detail::packet_flag(e - 1));
+    REQUIRE(detail::packet_flag(e) != detail::packet_flag(e - 2));
+  }
+  STATIC_REQUIRE(sizeof(detail::packet_line) == 16);
+}
+
+TEST_CASE("packet units: 8 bytes of whole elements, 16-byte elements in two lines; parts cover every element",
+          "[collectives][packets]") {
+  STATIC_REQUIRE(detail::packet_unit<std::uint8_t>::elements == 8 && detail::packet_unit<std::uint8_t>::lines == 1);
+  STATIC_REQUIRE(detail::packet_unit<__half>::elements == 4 && detail::packet_unit<__half>::lines == 1);
+  STATIC_REQUIRE(detail::packet_unit<float>::elements == 2 && detail::packet_unit<float>::lines == 1);
+  STATIC_REQUIRE(detail::packet_unit<double>::elements == 1 && detail::packet_unit<double>::lines == 1);
+  STATIC_REQUIRE(detail::packet_unit<sixteen>::elements == 1 && detail::packet_unit<sixteen>::lines == 2);
+  // fold_packets' split: units over parts, each part's units in epochs of a block's lines; the
+  // elements of unit u are [u E, min((u + 1) E, n)).
+  for (std::size_t per_unit : {std::size_t{1}, std::size_t{2}, std::size_t{4}, std::size_t{8}}) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{9}, std::size_t{1001}}) {
+      for (int parts : {1, 3, 64}) {
+        for (std::size_t per_epoch : {std::size_t{8}, std::size_t{1024}}) {
+          std::vector<int> seen(n, 0);
+          std::size_t const units = (n + per_unit - 1) / per_unit;
+          for (int k = 0; k < parts; ++k) {
+            auto const mine = detail::part_range(units, k, parts);
+            for (std::size_t j = 0; j < detail::rounds_for(mine.size(), per_epoch); ++j) {
+              auto const chunk = detail::chunk_of(mine.size(), j, per_epoch);
+              for (std::size_t u = mine.lo + chunk.lo; u < mine.lo + chunk.hi; ++u)
+                for (std::size_t e = u * per_unit; e < (u + 1) * per_unit && e < n; ++e) ++seen[e];
+            }
+          }
+          for (std::size_t i = 0; i < n; ++i) REQUIRE(seen[i] == 1);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a view of a workspace's first parts: the same parts, in the same places", "[collectives][launch]") {
+  collective_workspace ws;
+  ws.members = {0, 1, 4, 0};
+  ws.parts = 64;
+  ws.block_bytes = 16 * KiB;
+  std::vector<unsigned char> memory(collective_workspace::bytes(4, ws.block_bytes, ws.parts));
+  ws.base = gpucomm::sym_ptr<std::byte>(reinterpret_cast<std::byte*>(memory.data()));
+  collective_workspace const few = ws.first_parts(8);
+  CHECK(few.parts == 8);
+  CHECK(few.part_index == -1);
+  for (int k = 0; k < 8; ++k) {
+    CHECK(few.part(k).part_base(k) == ws.part_base(k));
+    CHECK(few.part(k).packet_block(k, 3, 2) == ws.packet_block(k, 3, 2));
+    CHECK(few.part(k).chosen_part() == k);
+  }
+  CHECK(ws.chosen_part() == 0);  // the whole view: one group, on part 0
+  // The default workspace's size: 64 parts of 16 KiB blocks, at most 64 MiB up to 15 members.
+  gpucomm::workspace_options const defaults;
+  CHECK(defaults.parts == 64);
+  CHECK(defaults.block_bytes == 16 * KiB);
+  CHECK(defaults.programmatic_launch);
+  for (int members = 1; members <= 15; ++members) {
+    INFO(members << " members");
+    CHECK(collective_workspace::bytes(members, defaults.block_bytes, defaults.parts) <= std::size_t{64} << 20);
+  }
+  CHECK(collective_workspace::bytes(8, defaults.block_bytes, defaults.parts) == 64 * (128 + 8 * 64 * KiB));
+}
