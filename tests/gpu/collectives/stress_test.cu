@@ -18,9 +18,11 @@ using namespace gpucomm::test::coll;
 namespace {
 
 /// Holds this PE's stream for `ns` nanoseconds (one thread), so that its next call starts late.
+/// Loaded before the first call (world::prepare): loading it lazily, at its first launch, would wait
+/// for the collectives already running on the GPU, which may be waiting for this PE's next call.
 __global__ void delay_kernel(std::uint64_t ns) {
-  std::uint64_t const start = gpucomm::detail::global_time_ns();
-  while (gpucomm::detail::global_time_ns() - start < ns) {
+  std::uint64_t const start = gpucomm::detail::now_ns();
+  while (gpucomm::detail::now_ns() - start < ns) {
   }
 }
 
@@ -165,6 +167,7 @@ void check_all(gpucomm::world& w, stress_plan const& p, std::vector<int> const& 
 TEST_CASE("thousands of back-to-back allreduces of changing sizes, every result checked",
           "[gpu][collectives][stress]") {
   auto& w = gpucomm::test::the_world();
+  w.prepare(delay_kernel);
   team const t = w.team_world();
   team_workspace ws(w, t);  // the default: what the launchers are tuned for
   int const batches = 20 / model_slowdown;
@@ -193,6 +196,7 @@ TEST_CASE("thousands of back-to-back allreduces of changing sizes, every result 
 TEST_CASE("allreduces of changing sizes replayed from CUDA graphs, every replay checked",
           "[gpu][collectives][stress][graph]") {
   auto& w = gpucomm::test::the_world();
+  w.prepare(delay_kernel);
   team const t = w.team_world();
   team_workspace ws(w, t);
   stress_plan const p = make_plan(77, 60 / model_slowdown + 2);
