@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "../../comm.cuh"
 #include "../../detail/copy.cuh"
@@ -202,13 +203,78 @@ GPUCOMM_HD constexpr element_range chunk_of(std::size_t len, std::size_t j, std:
   return {lo, hi};
 }
 
+/// Element types folded 16 bytes at a time: whole elements in a 16-byte vector, copied as bits.
+template <class T>
+concept vector_fold_element = sizeof(T) <= 16 && 16 % sizeof(T) == 0 && std::is_trivially_copyable_v<T>;
+
+/// 16 bytes of elements, as one load or store moves them.
+template <class T>
+struct alignas(16) fold_vector {
+  T e[16 / sizeof(T)];
+};
+
+/// Vectors each thread folds per step: their loads of one rank are in flight together.
+inline constexpr int fold_vectors_in_flight = 4;
+
+/// The vector form of fold_ranks below, for dst and every input 16-byte aligned: the first
+/// count / (16 / sizeof(T)) vectors, each thread taking fold_vectors_in_flight of them per step and
+/// loading them from every rank before folding (every element still folded in rank order). Returns
+/// the elements done; the caller folds the rest.
+template <class Op, class T, group G, class In>
+__device__ GPUCOMM_FORCEINLINE std::size_t fold_ranks_vectors(G const& g, T* dst, std::size_t count, int size,
+                                                              In&& in) {
+  using R = element_reduction<T>;
+  using V = fold_vector<T>;
+  constexpr int E = 16 / sizeof(T);
+  constexpr int K = fold_vectors_in_flight;
+  std::size_t const vectors = count / E;
+  std::size_t const gs = group_size(g);
+  for (std::size_t at = group_rank(g); at < vectors; at += K * gs) {
+    auto live = [&](int k) { return at + k * gs < vectors; };
+    accumulator_t<T> acc[K][E];
+    for (int r = 0; r < size; ++r) {
+      V const* const from = reinterpret_cast<V const*>(in(r));
+      V got[K] = {};
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        if (live(k)) got[k] = from[at + k * gs];
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int i = 0; i < E; ++i) {
+          auto const value = R::to_accumulator(got[k].e[i]);
+          acc[k][i] = r == 0 ? value : R::template combine<Op>(acc[k][i], value);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (!live(k)) continue;
+      V out;
+#pragma unroll
+      for (int i = 0; i < E; ++i) out.e[i] = R::from_accumulator(acc[k][i]);
+      reinterpret_cast<V*>(dst)[at + k * gs] = out;
+    }
+  }
+  return vectors * E;
+}
+
 /// dst[i] = in(0)[i] op in(1)[i] op ... op in(size-1)[i] for i < count, folded in rank order in
-/// the accumulator type; in(r) is a T const* for each team rank. Shared by g's threads.
+/// the accumulator type; in(r) is a T const* for each team rank. Shared by g's threads: 16-byte
+/// vectors, several loads in flight per thread, where dst and every input are 16-byte aligned;
+/// one element per thread and step otherwise, and for the tail. dst may be one of the inputs (in
+/// place): each thread stores a vector or element only after loading it from every rank.
 template <class Op, class T, group G, class In>
 __device__ void fold_ranks(G const& g, T* dst, std::size_t count, int size, In&& in) {
   if constexpr (reduction_takes<Op, T>) {  // else require_reduction has said why: no second error
     using R = element_reduction<T>;
-    for (std::size_t i = group_rank(g); i < count; i += group_size(g)) {
+    std::size_t done = 0;
+    if constexpr (vector_fold_element<T>) {
+      auto aligned = [](void const* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; };
+      bool all = aligned(dst);
+      for (int r = 0; r < size; ++r) all = all && aligned(in(r));
+      if (all) done = fold_ranks_vectors<Op>(g, dst, count, size, in);
+    }
+    for (std::size_t i = done + group_rank(g); i < count; i += group_size(g)) {
       accumulator_t<T> acc = R::to_accumulator(in(0)[i]);
       for (int r = 1; r < size; ++r) acc = R::template combine<Op>(acc, R::to_accumulator(in(r)[i]));
       dst[i] = R::from_accumulator(acc);
