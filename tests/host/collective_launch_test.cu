@@ -1,7 +1,9 @@
 // Host-testable choices of the collectives: the launch shape (CTAs and threads by protocol, size,
 // parts and co-residency cap), allreduce's automatic algorithm, the packet protocol's flags (never
-// a zeroed or stale line's) and units, and views of a workspace's first parts.
+// a zeroed or stale line's) and units, views of a workspace's first parts, and the launchers' refusal of
+// src and dst that overlap other than in a collective's in-place form.
 #include <gpucomm/collectives.cuh>
+#include <gpucomm/host/collectives.cuh>
 
 #include <catch2/catch.hpp>
 
@@ -184,4 +186,61 @@ TEST_CASE("a view of a workspace's first parts: the same parts, in the same plac
     CHECK(collective_workspace::bytes(members, defaults.block_bytes, defaults.parts) <= std::size_t{64} << 20);
   }
   CHECK(collective_workspace::bytes(8, defaults.block_bytes, defaults.parts) == 64 * (128 + 8 * 64 * KiB));
+}
+
+TEST_CASE("launchers refuse src and dst that overlap other than in the in-place form", "[collectives][errors]") {
+  using gpucomm::team;
+  using gpucomm::reduction::sum;
+  team const four{0, 1, 4, 0};
+  // Buffers in one array, so overlaps are real addresses (never dereferenced).
+  static float pool[1024];
+  float* const base = pool + 64;
+  auto problem = [&](auto const& call, int rank = 1) { return detail::launch_problem(call, four, rank); };
+  using allreduce = detail::allreduce_call<allreduce_algorithm::one_shot, float, sum>;
+  // allreduce: disjoint or exactly in place are fine; a shift by one element is not.
+  CHECK(problem(allreduce{base + 100, base, 100}).empty());
+  CHECK(problem(allreduce{base, base, 100}).empty());
+  CHECK_THAT(problem(allreduce{base + 1, base, 100}),
+             Catch::Contains("overlap other than as the collective's in-place"));
+  CHECK_THAT(problem(allreduce{base, base + 99, 100}), Catch::Contains("overlap"));
+  CHECK(problem(allreduce{base + 1, base, 0}).empty());  // n = 0: nothing is read or written
+  // allgather (dst: 4 n): in place is src == dst + rank * n, at this rank only.
+  using allgather = detail::allgather_call<float>;
+  CHECK(problem(allgather{base, base + 10, 10}, 1).empty());
+  CHECK(problem(allgather{base, base + 30, 10}, 3).empty());
+  CHECK_THAT(problem(allgather{base, base + 10, 10}, 2), Catch::Contains("overlap"));
+  CHECK_THAT(problem(allgather{base, base + 5, 10}, 0), Catch::Contains("overlap"));
+  CHECK(problem(allgather{base, base + 40, 10}, 0).empty());  // just past dst's 4 n
+  // reduce_scatter (src: 4 n): in place is dst == src + rank * n.
+  using reduce_scatter = detail::reduce_scatter_call<float, sum>;
+  CHECK(problem(reduce_scatter{base + 20, base, 10}, 2).empty());
+  CHECK_THAT(problem(reduce_scatter{base + 20, base, 10}, 1), Catch::Contains("overlap"));
+  CHECK(problem(reduce_scatter{base + 40, base, 10}, 1).empty());
+  // alltoall has no in-place form: any overlap is refused, the same pointer too.
+  using alltoall = detail::alltoall_call<float>;
+  CHECK_THAT(problem(alltoall{base, base, 10}), Catch::Contains("overlap"));
+  CHECK_THAT(problem(alltoall{base + 39, base, 10}), Catch::Contains("overlap"));
+  CHECK(problem(alltoall{base + 40, base, 10}).empty());
+  // broadcast: src is read at the root only, so only the root's buffers are checked.
+  using broadcast = detail::broadcast_call<float>;
+  CHECK_THAT(problem(broadcast{base + 1, base, 10, 1}, 1), Catch::Contains("overlap"));
+  CHECK(problem(broadcast{base + 1, base, 10, 0}, 1).empty());
+  CHECK(problem(broadcast{base, base, 10, 1}, 1).empty());
+  // reduce: dst is written at the root only.
+  using reduce = detail::reduce_call<float, sum>;
+  CHECK_THAT(problem(reduce{base + 1, base, 10, 2}, 2), Catch::Contains("overlap"));
+  CHECK(problem(reduce{base + 1, base, 10, 2}, 1).empty());
+}
+
+TEST_CASE("overlap_refused: byte ranges, empty buffers and the in-place offset", "[collectives][errors]") {
+  using detail::call_buffers;
+  CHECK_FALSE(detail::overlap_refused(call_buffers{1000, 16, 1016, 16}));             // adjacent
+  CHECK(detail::overlap_refused(call_buffers{1000, 16, 1015, 16}));                   // one byte shared
+  CHECK(detail::overlap_refused(call_buffers{1015, 16, 1000, 16}));                   // the other way
+  CHECK_FALSE(detail::overlap_refused(call_buffers{1000, 0, 1000, 16}));              // empty src
+  CHECK_FALSE(detail::overlap_refused(call_buffers{1000, 64, 1000, 16, true, 0}));    // in place
+  CHECK(detail::overlap_refused(call_buffers{1000, 64, 1000, 16, false, 0}));         // no such form
+  CHECK_FALSE(detail::overlap_refused(call_buffers{1032, 16, 1000, 64, true, 32}));   // src = dst + 32
+  CHECK(detail::overlap_refused(call_buffers{1032, 16, 1000, 64, true, 16}));         // not the form
+  CHECK_FALSE(detail::overlap_refused(call_buffers{1000, 64, 1032, 16, true, -32}));  // dst = src + 32
 }

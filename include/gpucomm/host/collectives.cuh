@@ -40,6 +40,7 @@
 #include "../collectives/allreduce.cuh"
 #include "../collectives/alltoall.cuh"
 #include "../collectives/broadcast.cuh"
+#include "../collectives/detail/buffer_rules.hpp"
 #include "../collectives/launch_shape.hpp"
 #include "../collectives/reduce.cuh"
 #include "../collectives/reduce_scatter.cuh"
@@ -56,6 +57,7 @@ struct broadcast_call {
   T const* src;
   std::size_t n;
   int root;
+  call_buffers buffers(int, int) const { return buffers_of(src, n, dst, n, in_place_at(0)); }
   template <class C, class G>
   __device__ void operator()(C const& c, G const& g, collective_workspace const& ws) const {
     broadcast(c, g, ws, dst, src, n, root);
@@ -66,6 +68,10 @@ struct allgather_call {
   T* dst;
   T const* src;
   std::size_t n;
+  call_buffers buffers(int size, int rank) const {
+    return buffers_of(src, n, dst, static_cast<std::size_t>(size) * n,
+                      in_place_at(static_cast<std::ptrdiff_t>(rank) * static_cast<std::ptrdiff_t>(n)));
+  }
   template <class C, class G>
   __device__ void operator()(C const& c, G const& g, collective_workspace const& ws) const {
     allgather(c, g, ws, dst, src, n);
@@ -76,6 +82,9 @@ struct alltoall_call {
   T* dst;
   T const* src;
   std::size_t n;
+  call_buffers buffers(int size, int) const {
+    return buffers_of(src, static_cast<std::size_t>(size) * n, dst, static_cast<std::size_t>(size) * n);
+  }
   template <class C, class G>
   __device__ void operator()(C const& c, G const& g, collective_workspace const& ws) const {
     alltoall(c, g, ws, dst, src, n);
@@ -88,6 +97,7 @@ struct reduce_call {
   T const* src;
   std::size_t n;
   int root;
+  call_buffers buffers(int, int) const { return buffers_of(src, n, dst, n, in_place_at(0)); }
   template <class C, class G>
   __device__ void operator()(C const& c, G const& g, collective_workspace const& ws) const {
     reduce(c, g, ws, dst, src, n, Op{}, root);
@@ -100,6 +110,7 @@ struct allreduce_call {
   T* dst;
   T const* src;
   std::size_t n;
+  call_buffers buffers(int, int) const { return buffers_of(src, n, dst, n, in_place_at(0)); }
   template <class C, class G>
   __device__ void operator()(C const& c, G const& g, collective_workspace const& ws) const {
     constexpr bool packets = Chosen == allreduce_algorithm::packets;
@@ -111,6 +122,10 @@ struct reduce_scatter_call {
   T* dst;
   T const* src;
   std::size_t n;
+  call_buffers buffers(int size, int rank) const {
+    return buffers_of(src, static_cast<std::size_t>(size) * n, dst, n,
+                      in_place_at(-static_cast<std::ptrdiff_t>(rank) * static_cast<std::ptrdiff_t>(n)));
+  }
   template <class C, class G>
   __device__ void operator()(C const& c, G const& g, collective_workspace const& ws) const {
     reduce_scatter(c, g, ws, dst, src, n, Op{});
@@ -135,9 +150,11 @@ inline launch_shape shape_on(team_workspace const& ws, collective_protocol proto
   return collective_launch_shape(protocol, bytes, ws.parts(), ws.cta_limit());
 }
 
-/// What is wrong with `call` at team rank `rank` of `members`, or an empty string. The device
-/// collectives check the root too, but only in debug builds, and a null pointer faults the kernel
-/// and with it the CUDA context: both are refused here, before anything is launched.
+/// What is wrong with `call` at team rank `rank` of `members`, or an empty string: a root outside
+/// the team, a null buffer this member uses, or src and dst overlapping other than in the
+/// collective's in-place form (detail/buffer_rules.hpp). The device collectives check the root too,
+/// but only in debug builds, a null pointer faults the kernel and with it the CUDA context, and an
+/// overlap gives wrong results silently: all are refused here, before anything is launched.
 template <class Call>
 std::string launch_problem(Call const& call, team const& members, int rank) {
   bool is_root = true;
@@ -153,6 +170,13 @@ std::string launch_problem(Call const& call, team const& members, int rank) {
   if constexpr (requires { Call::dst_at_root_only; }) need_dst = need_dst && is_root;
   if (need_src && call.src == nullptr) return "src is null, for " + std::to_string(call.n) + " elements";
   if (need_dst && call.dst == nullptr) return "dst is null, for " + std::to_string(call.n) + " elements";
+  if (need_src && need_dst) {
+    call_buffers const b = call.buffers(members.size, rank);
+    if (overlap_refused(b)) {
+      return "src (" + std::to_string(b.src_bytes) + " bytes) and dst (" + std::to_string(b.dst_bytes) +
+             " bytes) overlap other than as the collective's in-place form";
+    }
+  }
   return {};
 }
 
@@ -165,7 +189,9 @@ void launch_collective(world& w, team_workspace const& ws, int pe, Call const& c
                 "call collectives only on the team's members");
   }
   if (std::string const problem = launch_problem(call, ws.members(), ws.members().rank_of(pe)); !problem.empty())
-    throw error(name, pe, problem, "pass a root inside the team and device memory for the buffers this PE uses");
+    throw error(name, pe, problem,
+                "pass a root inside the team, device memory for the buffers this PE uses, and buffers that "
+                "overlap only in the in-place form (docs/collectives.md)");
   comm<Tr> const c = w.comm<Tr>(pe);
   current_device_guard const keep;
   GPUCOMM_CUDA_CHECK(cudaSetDevice(w.device(pe)), pe);
