@@ -19,7 +19,7 @@
 // co-residency cap, in CTAs of 1024), with programmatic dependent launch (PDL) where the workspace
 // allows it. The rows carry the CTAs and threads the launcher chose as `ctas` and `threads`, and
 // the workspace, the algorithm and PDL in the note. allreduce float32 also runs with PDL off
-// (variant "float-no-pdl") up to 1 MiB, where launch latency shows. GPUCOMM_BENCH_COLL_PARTS=k and
+// (variant "float32-no-pdl") up to 1 MiB, where launch latency shows. GPUCOMM_BENCH_COLL_PARTS=k and
 // GPUCOMM_BENCH_COLL_BLOCK=bytes replace the workspace's parts or block (to sweep them by hand);
 // GPUCOMM_BENCH_COLL_PDL=0 turns PDL off for every row.
 #include <cstdlib>
