@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 using gpucomm::allreduce_algorithm;
@@ -176,16 +177,56 @@ TEST_CASE("a view of a workspace's first parts: the same parts, in the same plac
     CHECK(few.part(k).chosen_part() == k);
   }
   CHECK(ws.chosen_part() == 0);  // the whole view: one group, on part 0
-  // The default workspace's size: 64 parts of 16 KiB blocks, at most 64 MiB up to 15 members.
+  // The default workspace's size: 64 parts of 16 KiB blocks, 64 x (256 B + 128 KiB per member):
+  // at most 64 MiB and the parts' 16 KiB of flags up to 8 members.
   gpucomm::workspace_options const defaults;
   CHECK(defaults.parts == 64);
   CHECK(defaults.block_bytes == 16 * KiB);
   CHECK(defaults.programmatic_launch);
-  for (int members = 1; members <= 15; ++members) {
+  for (int members = 1; members <= 8; ++members) {
     INFO(members << " members");
-    CHECK(collective_workspace::bytes(members, defaults.block_bytes, defaults.parts) <= std::size_t{64} << 20);
+    CHECK(collective_workspace::bytes(members, defaults.block_bytes, defaults.parts) <=
+          (std::size_t{64} << 20) + 64 * 256);
   }
-  CHECK(collective_workspace::bytes(8, defaults.block_bytes, defaults.parts) == 64 * (128 + 8 * 64 * KiB));
+  CHECK(collective_workspace::bytes(8, defaults.block_bytes, defaults.parts) == 64 * (256 + 8 * 128 * KiB));
+}
+
+TEST_CASE("a workspace part's regions: disjoint, inside the part, blocks 128-byte aligned", "[collectives][launch]") {
+  for (int members : {1, 2, 3, 4, 8, 9, 17}) {
+    for (std::size_t block : {std::size_t{128}, std::size_t{384}, 16 * KiB}) {
+      INFO(members << " members, blocks of " << block << " bytes");
+      collective_workspace ws;
+      ws.members = {0, 1, members, 0};
+      ws.parts = 3;
+      ws.block_bytes = block;
+      ws.base = gpucomm::sym_ptr<std::byte>(reinterpret_cast<std::byte*>(std::uintptr_t{1} << 20));
+      auto at = [&](void const* p) { return reinterpret_cast<std::uintptr_t>(p); };
+      for (int k = 0; k < ws.parts; ++k) {
+        std::uintptr_t const lo = at(ws.part_base(k));
+        std::uintptr_t const hi = lo + collective_workspace::part_bytes(members, block);
+        // [begin, end) of every region: the local line, the two flag arrays, every block of every slot.
+        std::vector<std::pair<std::uintptr_t, std::uintptr_t>> regions;
+        regions.push_back({at(ws.local_words(k)), at(ws.local_words(k)) + collective_workspace::line_bytes});
+        regions.push_back({at(ws.flags(k)), at(ws.flags(k)) + 8u * members});
+        regions.push_back({at(ws.channel_flags(k)), at(ws.channel_flags(k)) + 8u * members});
+        for (int r = 0; r < members; ++r) {
+          for (std::uint64_t step = 0; step < 4; ++step) {
+            if (step < 2) regions.push_back({at(ws.block(k, step, r)), at(ws.block(k, step, r)) + block});
+            if (step < 2) regions.push_back({at(ws.packet_block(k, step, r)), at(ws.packet_block(k, step, r)) + block});
+            regions.push_back({at(ws.channel_block(k, step, r)), at(ws.channel_block(k, step, r)) + block});
+            CHECK(ws.channel_block(k, step + 4, r) == ws.channel_block(k, step, r));  // slot step % 4
+            CHECK(at(ws.channel_block(k, step, r)) % 128 == 0);
+          }
+        }
+        std::sort(regions.begin(), regions.end());
+        CHECK(regions.front().first == lo);
+        for (std::size_t i = 0; i < regions.size(); ++i) {
+          CHECK(regions[i].second <= hi);
+          if (i > 0) CHECK(regions[i - 1].second <= regions[i].first);
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("launchers refuse src and dst that overlap other than in the in-place form", "[collectives][errors]") {

@@ -28,10 +28,15 @@
 //              member. automatic takes it up to one_shot_limit bytes, or for two members.
 //   two_shot   a reduce_scatter of n / size blocks (member r folds block r), then an allgather
 //              of the folded blocks: two round trips, 2 (size - 1) / size x the data per member.
+//   On transports that store to every member (NVLinkStore, P2PCopy) one_shot and two_shot run in
+//   channel steps (detail/channels.cuh): each member stores its chunk straight into the others'
+//   workspace and releases one flag per member and step, and pushes the next chunk before it folds
+//   this one, with no fence or quiet; elsewhere in rounds of put_signal (detail/rounds.cuh).
 // All fold in team-rank order: every algorithm gives the same bits.
 
 #include <cstddef>
 
+#include "detail/channels.cuh"
 #include "detail/packets.cuh"
 #include "detail/rounds.cuh"
 #include "reduction.cuh"
@@ -124,6 +129,75 @@ __device__ void allreduce_two_shot(comm<Tr> const& c, G const& g, round_context 
   }
 }
 
+/// one_shot in channel steps (detail/channels.cuh), for transports that store to every member:
+/// step t pushes chunk t of this part's share to every other member and folds chunk t of all.
+template <class Op, class Tr, group G, class T>
+__device__ void allreduce_one_shot_channels(comm<Tr> const& c, G const& g, round_context const& x, T* dst, T const* src,
+                                            std::size_t n) {
+  element_range const mine = part_range(n, x.part, x.ws.parts);
+  std::size_t const per_step = x.block_elements<T>();
+  auto chunk = [&](std::size_t t) {
+    element_range const at = chunk_of(mine.size(), t, per_step);
+    return element_range{mine.lo + at.lo, mine.lo + at.hi};
+  };
+  run_channel<T>(
+      c, g, x, rounds_for(mine.size(), per_step),
+      [&](std::size_t t, int) {
+        return round_send<T>{src + chunk(t).lo, chunk(t).size()};
+      },
+      [&](std::size_t t, std::uint64_t step) {
+        element_range const at = chunk(t);
+        fold_ranks<Op>(g, dst + at.lo, at.size(), x.size, [&](int r) {
+          return r == x.rank ? src + at.lo : reinterpret_cast<T const*>(x.ws.channel_block(x.part, step, r));
+        });
+      },
+      [](std::size_t) { return false; });
+}
+
+/// two_shot in channel steps: steps 0 to J - 1 push each member's chunk of every other member's
+/// block to it and fold this member's block; steps J to 2J - 1 push this member's folded chunks to
+/// every other member and copy theirs into dst (J: chunks of the longest block share).
+template <class Op, class Tr, group G, class T>
+__device__ void allreduce_two_shot_channels(comm<Tr> const& c, G const& g, round_context const& x, T* dst, T const* src,
+                                            std::size_t n) {
+  std::size_t const block = (n + static_cast<std::size_t>(x.size) - 1) / static_cast<std::size_t>(x.size);
+  std::size_t const per_step = x.block_elements<T>();
+  auto range = [&](int r) { return two_shot_block(n, block, r, x.part, x.ws.parts); };
+  std::size_t chunks = 0;
+  for (int r = 0; r < x.size; ++r) {
+    std::size_t const need = rounds_for(range(r).size(), per_step);
+    chunks = need > chunks ? need : chunks;
+  }
+  // Chunk j of rank r's block share, in elements of the message.
+  auto chunk = [&](int r, std::size_t j) {
+    element_range const theirs = range(r);
+    element_range const at = chunk_of(theirs.size(), j, per_step);
+    return element_range{theirs.lo + at.lo, theirs.lo + at.hi};
+  };
+  run_channel<T>(
+      c, g, x, 2 * chunks,
+      [&](std::size_t t, int r) {
+        if (t < chunks) return round_send<T>{src + chunk(r, t).lo, chunk(r, t).size()};
+        element_range const folded = chunk(x.rank, t - chunks);
+        return round_send<T>{dst + folded.lo, folded.size()};
+      },
+      [&](std::size_t t, std::uint64_t step) {
+        auto block_of = [&](int r) { return reinterpret_cast<T const*>(x.ws.channel_block(x.part, step, r)); };
+        if (t < chunks) {
+          element_range const at = chunk(x.rank, t);
+          fold_ranks<Op>(g, dst + at.lo, at.size(), x.size,
+                         [&](int r) { return r == x.rank ? src + at.lo : block_of(r); });
+          return;
+        }
+        for (int r = 0; r < x.size; ++r) {
+          element_range const at = chunk(r, t - chunks);
+          if (r != x.rank) copy_elements(g, dst + at.lo, block_of(r), at.size());
+        }
+      },
+      // The first allgather step pushes the last folded chunk when there is one chunk.
+      [&](std::size_t t) { return t == chunks && chunks == 1; });
+}
+
 /// allreduce with the algorithm already chosen (`chosen`, by chosen_allreduce: the same at every
 /// member). Packets, Rounds: which code this instantiation holds (`chosen` is among them).
 template <bool Packets, bool Rounds, class Op, class Tr, group G, class T>
@@ -145,10 +219,17 @@ __device__ void allreduce_chosen(comm<Tr> const& c, G const& g, collective_works
     }
   }
   if constexpr (Rounds) {
-    if (chosen == allreduce_algorithm::one_shot)
-      fold_blocks<Op>(c, g, x, dst, n, [&](int) { return src; });
-    else
-      allreduce_two_shot<Op>(c, g, x, dst, src, n);
+    if constexpr (load_stores_everywhere<Tr>) {
+      if (chosen == allreduce_algorithm::one_shot)
+        allreduce_one_shot_channels<Op>(c, g, x, dst, src, n);
+      else
+        allreduce_two_shot_channels<Op>(c, g, x, dst, src, n);
+    } else {
+      if (chosen == allreduce_algorithm::one_shot)
+        fold_blocks<Op>(c, g, x, dst, n, [&](int) { return src; });
+      else
+        allreduce_two_shot<Op>(c, g, x, dst, src, n);
+    }
   }
   leave_collective(g, x);
 }

@@ -28,15 +28,20 @@
 //   [0]        round: how many rounds this member has run on the part (local)
 //   [1]        busy: 1 while a group of this PE is inside a collective on the part (debug builds)
 //   [2]        packet epoch: how many packet epochs this member has run on the part (local)
-//   [3..7]     unused: keeps the local words on their own 64-byte line
+//   [3]        channel step: how many channel steps this member has run on the part (local)
+//   [4..7]     unused: keeps the local words on their own 64-byte line
 //   flags      one word per team rank, rounded up to a 64-byte line: flags[r] is the last round
 //              team rank r announced to this member (written by r only)
+//   channel    the same for channel steps: channel flags[r] is the last step whose block team
+//   flags      rank r has stored here (written by r only)
 //   slots      from the next multiple of 128 bytes, two of them, used by rounds of alternate
 //              parity; each holds one block of `block_bytes` per team rank, block r written by
 //              team rank r only
 //   packets    two more such slots, for the packet epochs of the load/store algorithms
 //              (collectives/detail/packets.cuh), used by epoch parity: 16-byte lines of 8 data
 //              bytes and the epoch's flag twice, so a block carries block_bytes / 2 bytes of data
+//   channel    four more, for the pipelined steps of the load/store algorithms
+//              (collectives/detail/channels.cuh), used by step modulo 4
 // Rounds only count up and no word is ever reset after set-up, so a collective may run again and
 // again in a CUDA graph (docs/collectives.md: the round protocol).
 
@@ -67,22 +72,28 @@ struct collective_workspace {
   static constexpr std::size_t round_word = 0;
   static constexpr std::size_t busy_word = 1;
   static constexpr std::size_t packet_round_word = 2;
+  static constexpr std::size_t channel_step_word = 3;
+  /// Slots of a part: two for rounds, two for packet epochs, channel_slots for channel steps.
+  static constexpr std::size_t channel_slots = 4;
+  static constexpr std::size_t slots_per_part = 4 + channel_slots;
 
   /// Bytes of one part's flags: one word per member, whole lines.
   GPUCOMM_HD static constexpr std::size_t flags_bytes(int team_size) {
     return (static_cast<std::size_t>(team_size) * 8 + line_bytes - 1) / line_bytes * line_bytes;
   }
-  /// Where a part's slots start: after its local line and flags, at a multiple of 128 bytes.
+  /// Where a part's slots start: after its local line and its two flag arrays, at a multiple of
+  /// 128 bytes.
   GPUCOMM_HD static constexpr std::size_t slots_offset(int team_size) {
-    return (line_bytes + flags_bytes(team_size) + 127) / 128 * 128;
+    return (line_bytes + 2 * flags_bytes(team_size) + 127) / 128 * 128;
   }
   /// Bytes of one slot: a block per member.
   GPUCOMM_HD static constexpr std::size_t slot_bytes(int team_size, std::size_t block_bytes) {
     return static_cast<std::size_t>(team_size) * block_bytes;
   }
-  /// Bytes of one part: its local line and flags, two slots for rounds, two for packet rounds.
+  /// Bytes of one part: its local line and flags, two slots for rounds, two for packet rounds,
+  /// channel_slots for channel steps.
   GPUCOMM_HD static constexpr std::size_t part_bytes(int team_size, std::size_t block_bytes) {
-    return slots_offset(team_size) + 4 * slot_bytes(team_size, block_bytes);
+    return slots_offset(team_size) + slots_per_part * slot_bytes(team_size, block_bytes);
   }
   /// Bytes of symmetric memory a workspace of `parts` parts needs at every member.
   GPUCOMM_HD static constexpr std::size_t bytes(int team_size, std::size_t block_bytes, int parts = 1) {
@@ -124,6 +135,10 @@ struct collective_workspace {
   GPUCOMM_HD std::uint64_t* flags(int k) const noexcept {
     return reinterpret_cast<std::uint64_t*>(part_base(k) + line_bytes);
   }
+  /// Part k's channel flags, at this PE (the same offset at every member).
+  GPUCOMM_HD std::uint64_t* channel_flags(int k) const noexcept {
+    return reinterpret_cast<std::uint64_t*>(part_base(k) + line_bytes + flags_bytes(members.size));
+  }
   /// Part k's block of team rank r in the slot of round `round`, at this PE.
   GPUCOMM_HD constexpr std::byte* block(int k, std::uint64_t round, int r) const noexcept {
     return part_base(k) + slots_offset(members.size) +
@@ -134,6 +149,12 @@ struct collective_workspace {
   GPUCOMM_HD constexpr std::byte* packet_block(int k, std::uint64_t round, int r) const noexcept {
     return part_base(k) + slots_offset(members.size) +
            static_cast<std::size_t>(2 + (round & 1)) * slot_bytes(members.size, block_bytes) +
+           static_cast<std::size_t>(r) * block_bytes;
+  }
+  /// Part k's channel block of team rank r in the channel slot of step `step`, at this PE.
+  GPUCOMM_HD constexpr std::byte* channel_block(int k, std::uint64_t step, int r) const noexcept {
+    return part_base(k) + slots_offset(members.size) +
+           static_cast<std::size_t>(4 + step % channel_slots) * slot_bytes(members.size, block_bytes) +
            static_cast<std::size_t>(r) * block_bytes;
   }
 };

@@ -7,11 +7,11 @@
 //   kernel<<<...>>>(w.comm<NVLinkStore>(pe), ws.view(pe), ...);
 //
 // Size: bytes per PE = parts x collective_workspace::part_bytes(team size, block_bytes), where
-// part_bytes = slots_offset(team size) + 4 x team size x block_bytes (two slots for rounds and two
-// for packet epochs, a block per member each; slots_offset is 128 bytes up to 8 members: a 64-byte
-// local line and a flag per member). The default, 64 parts of 16 KiB blocks, is
-// 64 x (128 + 64 KiB x team size): 8 MiB for 2 members, 16 MiB for 4, 32 MiB for 8, at most 64 MiB
-// up to 15 members. It lets the host launchers run up to 64 CTAs per member (the packet protocol's
+// part_bytes = slots_offset(team size) + 8 x team size x block_bytes (two slots for rounds, two for
+// packet epochs and four for channel steps, a block per member each; slots_offset is 256 bytes up
+// to 8 members: a 64-byte local line and two flags per member). The default, 64 parts of 16 KiB
+// blocks, is 64 x (256 + 128 KiB x team size): 16 MiB for 2 members, 32 MiB for 4, 64 MiB (and
+// 16 KiB) for 8. It lets the host launchers run up to 64 CTAs per member (the packet protocol's
 // largest choice, collectives/launch_shape.hpp); a kernel of one group uses part 0 of it.
 //
 // Construction and destruction are collective over the whole world, as allocation is (every
@@ -110,8 +110,9 @@ class team_workspace {
     if (o.parts < 1 || o.parts > 4096)
       throw error(call, pe, "parts " + std::to_string(o.parts) + " (at least 1, at most 4096)");
     if (o.block_bytes == 0) throw error(call, pe, "block_bytes 0", "give each round at least one byte");
-    // 4 blocks per member per part: compared before the size_t product, which could wrap.
-    long double const need = 4.0L * static_cast<long double>(o.block_bytes) * t.size * o.parts;
+    // slots_per_part blocks per member per part: compared before the size_t product, which could wrap.
+    long double const need = static_cast<long double>(collective_workspace::slots_per_part) *
+                             static_cast<long double>(o.block_bytes) * t.size * o.parts;
     if (need > static_cast<long double>(w.heap_capacity())) {
       throw error(call, pe,
                   std::to_string(o.parts) + " parts of " + std::to_string(o.block_bytes) + "-byte blocks for " +
