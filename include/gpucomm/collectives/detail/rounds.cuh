@@ -213,12 +213,15 @@ struct alignas(16) fold_vector {
   T e[16 / sizeof(T)];
 };
 
-/// Vectors each thread folds per step: their loads of one rank are in flight together.
-inline constexpr int fold_vectors_in_flight = 4;
+/// Vectors each thread folds per step (their loads of one rank are in flight together): four, or
+/// fewer for narrow elements, so that a thread holds at most 16 elements' accumulators (a CTA of
+/// 1024 threads has 64 registers a thread).
+template <class T>
+inline constexpr int fold_vectors_in_flight = sizeof(T) < 4 ? static_cast<int>(sizeof(T)) : 4;
 
 /// The vector form of fold_ranks below, for dst and every input 16-byte aligned: the first
-/// count / (16 / sizeof(T)) vectors, each thread taking fold_vectors_in_flight of them per step and
-/// loading them from every rank before folding (every element still folded in rank order). Returns
+/// count / (16 / sizeof(T)) vectors, each thread taking fold_vectors_in_flight<T> of them per step
+/// and loading them from every rank before folding (every element still folded in rank order). Returns
 /// the elements done; the caller folds the rest.
 template <class Op, class T, group G, class In>
 __device__ GPUCOMM_FORCEINLINE std::size_t fold_ranks_vectors(G const& g, T* dst, std::size_t count, int size,
@@ -226,7 +229,7 @@ __device__ GPUCOMM_FORCEINLINE std::size_t fold_ranks_vectors(G const& g, T* dst
   using R = element_reduction<T>;
   using V = fold_vector<T>;
   constexpr int E = 16 / sizeof(T);
-  constexpr int K = fold_vectors_in_flight;
+  constexpr int K = fold_vectors_in_flight<T>;
   std::size_t const vectors = count / E;
   std::size_t const gs = group_size(g);
   for (std::size_t at = group_rank(g); at < vectors; at += K * gs) {
