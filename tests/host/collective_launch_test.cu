@@ -285,3 +285,22 @@ TEST_CASE("overlap_refused: byte ranges, empty buffers and the in-place offset",
   CHECK(detail::overlap_refused(call_buffers{1032, 16, 1000, 64, true, 16}));         // not the form
   CHECK_FALSE(detail::overlap_refused(call_buffers{1000, 64, 1032, 16, true, -32}));  // dst = src + 32
 }
+
+TEST_CASE("the co-residency cap: every member's CTAs fit, an SM per member stays free", "[collectives][launch]") {
+  CHECK(detail::co_residency_cap(132, 1) == 131);
+  CHECK(detail::co_residency_cap(132, 2) == 65);
+  CHECK(detail::co_residency_cap(132, 4) == 32);
+  CHECK(detail::co_residency_cap(132, 8) == 15);
+  CHECK(detail::co_residency_cap(4, 4) == 1);  // at least one CTA, whatever the GPU
+  CHECK(detail::co_residency_cap(1, 1) == 1);
+  CHECK(detail::co_residency_cap(132, 0) == 131);  // no sharing count: as one member
+  for (int sms = 2; sms <= 200; ++sms) {
+    for (int sharing = 1; sharing <= 16 && sharing < sms; ++sharing) {
+      int const cap = detail::co_residency_cap(sms, sharing);
+      INFO(sms << " SMs, " << sharing << " members per GPU: cap " << cap);
+      CHECK(cap >= 1);
+      if (cap > 1) CHECK(cap * sharing + sharing <= sms);       // all fit, `sharing` SMs free
+      if (cap > 1) CHECK((cap + 1) * sharing + sharing > sms);  // and no more than that
+    }
+  }
+}

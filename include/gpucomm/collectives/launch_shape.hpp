@@ -10,8 +10,8 @@
 // workspace's parts; parts 0 to ctas - 1 of a larger workspace lie where they always do). Every
 // member must run the same shape for a call, so the choice depends only on what every member
 // shares: the protocol, the message's bytes per member, the workspace's parts and the co-residency
-// cap (the SMs of the world's smallest GPU over the most members sharing one GPU: all CTAs of the
-// members on one GPU must run at once, since each waits for the others).
+// cap (co_residency_cap below: all CTAs of the members on one GPU must run at once, since each waits
+// for the others, and an SM per member stays free for work they wait on that runs on SMs).
 //
 // Packet rounds (allreduce_algorithm::packets): CTAs of packet_threads (256) threads, by size, about
 // one CTA per 1-4 KiB of message (the 16-byte lines of 8 data bytes: 1 KiB is 128 lines):
@@ -55,6 +55,17 @@ GPUCOMM_HD constexpr int packet_ctas(std::size_t bytes) {
   for (auto const& row : table)
     if (bytes <= row.up_to) return row.ctas;
   return 64;
+}
+
+/// The co-residency cap: the most CTAs a host launcher runs per member, with `sms` SMs on the
+/// world's smallest GPU and at most `sharing` members on one GPU. The members' CTAs on one GPU all
+/// fit at once, and `sharing` SMs stay free: work the collectives wait on may need an SM (copies
+/// between PEs of one GPU, such as ProxyQueue's, are SM copies; a kernel a program launches between
+/// calls). At least 1.
+GPUCOMM_HD constexpr int co_residency_cap(int sms, int sharing) {
+  int const members = sharing < 1 ? 1 : sharing;
+  int const cap = (sms - members) / members;
+  return cap > 1 ? cap : 1;
 }
 
 /// The launch of one call: `bytes` of the message per member, `parts` the workspace's, `cap` the

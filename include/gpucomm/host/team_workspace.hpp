@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <string>
 
+#include "../collectives/launch_shape.hpp"
 #include "../collectives/workspace.hpp"
 #include "../error.hpp"
 #include "../team.hpp"
@@ -60,7 +61,7 @@ class team_workspace {
     view_.parts = o.parts;
     view_.block_bytes = collective_workspace::round_block_bytes(o.block_bytes);
     members_per_gpu_ = most_members_per_gpu(w, t);
-    cta_limit_ = smallest_gpu / members_per_gpu_ > 1 ? smallest_gpu / members_per_gpu_ : 1;
+    cta_limit_ = detail::co_residency_cap(smallest_gpu, members_per_gpu_);
     programmatic_ = o.programmatic_launch;
     memory_ = w.alloc<std::byte>(collective_workspace::bytes(t.size, view_.block_bytes, o.parts));
     detail::current_device_guard const keep;
@@ -89,9 +90,10 @@ class team_workspace {
   std::size_t size_bytes() const noexcept { return memory_.size_bytes(); }
   /// The most team members that share one GPU (1 when each has its own).
   int members_per_gpu() const noexcept { return members_per_gpu_; }
-  /// The most CTAs a host launcher runs per member, whatever the parts: the SMs of the world's
-  /// smallest GPU over members_per_gpu(), so that the CTAs of all members on one GPU, which wait for
-  /// each other, can all be resident at once. The same at every member.
+  /// The most CTAs a host launcher runs per member, whatever the parts: detail::co_residency_cap of
+  /// the world's smallest GPU's SMs and members_per_gpu() (collectives/launch_shape.hpp), so that the
+  /// CTAs of all members on one GPU, which wait for each other, can all be resident at once, with
+  /// an SM per member left free for work they wait on. The same at every member.
   int cta_limit() const noexcept { return cta_limit_; }
   /// Whether the host launchers launch with programmatic dependent launch: as set
   /// (workspace_options::programmatic_launch, set_programmatic_launch), and never where members
