@@ -83,14 +83,24 @@ TEST_CASE("parts, rounds and two-shot blocks cover every element exactly once", 
         for (std::size_t i = 0; i < n; ++i) REQUIRE(seen[i] == 1);
       }
       for (int size : {1, 2, 3, 4, 5}) {
-        std::size_t const block = (n + static_cast<std::size_t>(size) - 1) / static_cast<std::size_t>(size);
+        std::size_t const block = detail::two_shot_block_size(n, size);
+        CHECK(block * static_cast<std::size_t>(size) >= n);
+        CHECK(block * static_cast<std::size_t>(size) < n + static_cast<std::size_t>(size));
         std::vector<int> seen(n, 0);
-        for (int r = 0; r < size; ++r)
-          for (int k = 0; k < parts; ++k) {
+        for (int k = 0; k < parts; ++k) {
+          // Every member runs the chunks of the part's longest share: none is longer, one is as long.
+          std::size_t const per_chunk = 3;
+          std::size_t const chunks = detail::two_shot_chunks(n, size, k, parts, per_chunk);
+          bool one_as_long = false;
+          for (int r = 0; r < size; ++r) {
             auto const range = detail::two_shot_block(n, block, r, k, parts);
             CHECK(range.size() <= detail::two_shot_block(n, block, 0, 0, 1).size());
+            CHECK(range.size() <= chunks * per_chunk);
+            one_as_long = one_as_long || range.size() > (chunks - 1) * per_chunk || chunks == 0;
             for (std::size_t i = range.lo; i < range.hi; ++i) ++seen[i];
           }
+          CHECK(one_as_long);
+        }
         for (std::size_t i = 0; i < n; ++i) REQUIRE(seen[i] == 1);
       }
     }

@@ -11,12 +11,13 @@
 // member, each passing ws.part(k)), all with the same n. src and dst are the caller's local memory
 // (symmetric-heap memory on transports that take sources only from the heap); src may be
 // dst + rank * n (in place). On return dst is complete and may be read by every thread of g, and
-// src may be reused. Algorithm: each round, every member puts its chunk into every other member's
-// workspace with one put_signal each, then copies what it received (detail/rounds.cuh).
+// src may be reused. Algorithm: chunk by chunk, every member sends its chunk into every other
+// member's workspace, then copies what it received (detail/steps.cuh: channel steps on transports
+// that store to every member, rounds of put_signal elsewhere).
 
 #include <cstddef>
 
-#include "detail/rounds.cuh"
+#include "detail/steps.cuh"
 
 namespace gpucomm {
 

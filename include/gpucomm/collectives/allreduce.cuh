@@ -39,6 +39,7 @@
 #include "detail/channels.cuh"
 #include "detail/packets.cuh"
 #include "detail/rounds.cuh"
+#include "detail/steps.cuh"
 #include "reduction.cuh"
 
 namespace gpucomm {
@@ -82,19 +83,30 @@ GPUCOMM_HD constexpr element_range two_shot_block(std::size_t n, std::size_t blo
   return {lo + share.lo, lo + share.hi};
 }
 
+/// The two-shot block size for n elements on `size` members, and how many chunks of `per_chunk`
+/// elements the longest of the blocks' shares for `part` of `parts` takes (every member runs as many:
+/// which rank has the longest depends on the part, since shares of shorter blocks are not always
+/// shorter).
+GPUCOMM_HD constexpr std::size_t two_shot_block_size(std::size_t n, int size) {
+  return (n + static_cast<std::size_t>(size) - 1) / static_cast<std::size_t>(size);
+}
+GPUCOMM_HD constexpr std::size_t two_shot_chunks(std::size_t n, int size, int part, int parts, std::size_t per_chunk) {
+  std::size_t const block = two_shot_block_size(n, size);
+  std::size_t most = 0;
+  for (int r = 0; r < size; ++r) {
+    std::size_t const need = rounds_for(two_shot_block(n, block, r, part, parts).size(), per_chunk);
+    most = need > most ? need : most;
+  }
+  return most;
+}
+
 template <class Op, class Tr, group G, class T>
 __device__ void allreduce_two_shot(comm<Tr> const& c, G const& g, round_context const& x, T* dst, T const* src,
                                    std::size_t n) {
-  std::size_t const block = (n + static_cast<std::size_t>(x.size) - 1) / static_cast<std::size_t>(x.size);
+  std::size_t const block = two_shot_block_size(n, x.size);
   auto range = [&](int r) { return two_shot_block(n, block, r, x.part, x.ws.parts); };
   std::size_t const per_round = x.block_elements<T>();
-  // Every member runs as many rounds as the longest share needs (which rank has it depends on the
-  // part: shares of shorter blocks are not always shorter).
-  std::size_t rounds = 0;
-  for (int r = 0; r < x.size; ++r) {
-    std::size_t const need = rounds_for(range(r).size(), per_round);
-    rounds = need > rounds ? need : rounds;
-  }
+  std::size_t const rounds = two_shot_chunks(n, x.size, x.part, x.ws.parts, per_round);
   element_range const mine = range(x.rank);
   // Reduce-scatter: each member folds its own block.
   for (std::size_t j = 0; j < rounds; ++j) {
@@ -129,45 +141,16 @@ __device__ void allreduce_two_shot(comm<Tr> const& c, G const& g, round_context 
   }
 }
 
-/// one_shot in channel steps (detail/channels.cuh), for transports that store to every member:
-/// step t pushes chunk t of this part's share to every other member and folds chunk t of all.
-template <class Op, class Tr, group G, class T>
-__device__ void allreduce_one_shot_channels(comm<Tr> const& c, G const& g, round_context const& x, T* dst, T const* src,
-                                            std::size_t n) {
-  element_range const mine = part_range(n, x.part, x.ws.parts);
-  std::size_t const per_step = x.block_elements<T>();
-  auto chunk = [&](std::size_t t) {
-    element_range const at = chunk_of(mine.size(), t, per_step);
-    return element_range{mine.lo + at.lo, mine.lo + at.hi};
-  };
-  run_channel<T>(
-      c, g, x, rounds_for(mine.size(), per_step),
-      [&](std::size_t t, int) {
-        return round_send<T>{src + chunk(t).lo, chunk(t).size()};
-      },
-      [&](std::size_t t, std::uint64_t step) {
-        element_range const at = chunk(t);
-        fold_ranks<Op>(g, dst + at.lo, at.size(), x.size, [&](int r) {
-          return r == x.rank ? src + at.lo : reinterpret_cast<T const*>(x.ws.channel_block(x.part, step, r));
-        });
-      },
-      [](std::size_t) { return false; });
-}
-
 /// two_shot in channel steps: steps 0 to J - 1 push each member's chunk of every other member's
 /// block to it and fold this member's block; steps J to 2J - 1 push this member's folded chunks to
 /// every other member and copy theirs into dst (J: chunks of the longest block share).
 template <class Op, class Tr, group G, class T>
 __device__ void allreduce_two_shot_channels(comm<Tr> const& c, G const& g, round_context const& x, T* dst, T const* src,
                                             std::size_t n) {
-  std::size_t const block = (n + static_cast<std::size_t>(x.size) - 1) / static_cast<std::size_t>(x.size);
+  std::size_t const block = two_shot_block_size(n, x.size);
   std::size_t const per_step = x.block_elements<T>();
   auto range = [&](int r) { return two_shot_block(n, block, r, x.part, x.ws.parts); };
-  std::size_t chunks = 0;
-  for (int r = 0; r < x.size; ++r) {
-    std::size_t const need = rounds_for(range(r).size(), per_step);
-    chunks = need > chunks ? need : chunks;
-  }
+  std::size_t const chunks = two_shot_chunks(n, x.size, x.part, x.ws.parts, per_step);
   // Chunk j of rank r's block share, in elements of the message.
   auto chunk = [&](int r, std::size_t j) {
     element_range const theirs = range(r);
@@ -219,16 +202,12 @@ __device__ void allreduce_chosen(comm<Tr> const& c, G const& g, collective_works
     }
   }
   if constexpr (Rounds) {
-    if constexpr (load_stores_everywhere<Tr>) {
-      if (chosen == allreduce_algorithm::one_shot)
-        allreduce_one_shot_channels<Op>(c, g, x, dst, src, n);
-      else
-        allreduce_two_shot_channels<Op>(c, g, x, dst, src, n);
+    if (chosen == allreduce_algorithm::one_shot) {
+      fold_blocks<Op>(c, g, x, dst, n, [&](int) { return src; });
+    } else if constexpr (load_stores_everywhere<Tr>) {
+      allreduce_two_shot_channels<Op>(c, g, x, dst, src, n);
     } else {
-      if (chosen == allreduce_algorithm::one_shot)
-        fold_blocks<Op>(c, g, x, dst, n, [&](int) { return src; });
-      else
-        allreduce_two_shot<Op>(c, g, x, dst, src, n);
+      allreduce_two_shot<Op>(c, g, x, dst, src, n);
     }
   }
   leave_collective(g, x);

@@ -7,13 +7,14 @@
 // Called by one group per member PE (or one group per part at every member, each passing
 // ws.part(k)), all with the same n. src and dst are the caller's local memory and must not
 // overlap (symmetric-heap memory on transports that take sources only from the heap). On return
-// dst is complete and may be read by every thread of g, and src may be reused. Algorithm: each
-// round, every member puts each other member's chunk into that member's workspace with one
-// put_signal, then copies what it received (detail/rounds.cuh).
+// dst is complete and may be read by every thread of g, and src may be reused. Algorithm: chunk
+// by chunk, every member sends each other member's chunk into that member's workspace, then copies
+// what it received (detail/steps.cuh: channel steps on transports that store to every member,
+// rounds of put_signal elsewhere).
 
 #include <cstddef>
 
-#include "detail/rounds.cuh"
+#include "detail/steps.cuh"
 
 namespace gpucomm {
 

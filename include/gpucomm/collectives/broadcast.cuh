@@ -8,12 +8,13 @@
 // nullptr); dst may equal src at the root. src and dst are the caller's local memory
 // (symmetric-heap memory on transports that take sources only from the heap). On return dst is
 // complete and may be read by every thread of g, and the root's src may be reused. Algorithm:
-// each round the root puts its chunk into every other member's workspace with one put_signal; the
-// others signal every member and copy the chunk out (detail/rounds.cuh).
+// chunk by chunk, the root sends its chunk into every other member's workspace and the others copy
+// it out (detail/steps.cuh: channel steps on transports that store to every member, rounds of
+// put_signal elsewhere).
 
 #include <cstddef>
 
-#include "detail/rounds.cuh"
+#include "detail/steps.cuh"
 
 namespace gpucomm {
 
@@ -29,15 +30,15 @@ __device__ void broadcast(comm<Tr> const& c, G const& g, collective_workspace co
     detail::element_range const mine = detail::part_range(n, x.part, x.ws.parts);
     detail::copy_elements(g, dst + mine.lo, src + mine.lo, mine.size());
   }
-  detail::for_each_chunk<T>(x, n, [&](std::size_t at, std::size_t count) {
-    std::uint64_t const round = detail::run_round<T>(
-        c, g, x,
-        [&](int) {
-          return is_root ? detail::round_send<T>{src + at, count} : detail::round_send<T>{};
-        },
-        [&](int r) { return r == root; });
-    if (!is_root) detail::copy_elements(g, dst + at, x.block<T>(round, root), count);
-  });
+  detail::run_chunks<T>(
+      c, g, x, n,
+      [&](detail::element_range at, int) {
+        return is_root ? detail::round_send<T>{src + at.lo, at.size()} : detail::round_send<T>{};
+      },
+      [&](int r) { return r == root; },
+      [&](detail::element_range at, auto&& in) {
+        if (!is_root) detail::copy_elements(g, dst + at.lo, in(root), at.size());
+      });
   detail::leave_collective(g, x);
 }
 

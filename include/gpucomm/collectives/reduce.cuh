@@ -9,13 +9,13 @@
 // may pass nullptr) and may equal src there. Operations, element types and the folding order:
 // reduction.cuh. src and dst are the caller's local memory (symmetric-heap memory on transports
 // that take sources only from the heap). On return the root's dst is complete and may be read by
-// every thread of g, and src may be reused. Algorithm: each round every other member puts its
-// chunk into the root's workspace with one put_signal; the root folds them with its own
-// (detail/rounds.cuh).
+// every thread of g, and src may be reused. Algorithm: chunk by chunk, every other member sends
+// its chunk into the root's workspace and the root folds them with its own (detail/steps.cuh:
+// channel steps on transports that store to every member, rounds of put_signal elsewhere).
 
 #include <cstddef>
 
-#include "detail/rounds.cuh"
+#include "detail/steps.cuh"
 #include "reduction.cuh"
 
 namespace gpucomm {
@@ -29,17 +29,17 @@ __device__ void reduce(comm<Tr> const& c, G const& g, collective_workspace const
   detail::round_context const x = detail::enter_collective(c, g, ws, "reduce");
   detail::check_root(x, root, "reduce");
   bool const is_root = x.rank == root;
-  detail::for_each_chunk<T>(x, n, [&](std::size_t at, std::size_t count) {
-    std::uint64_t const round = detail::run_round<T>(
-        c, g, x,
-        [&](int r) {
-          return r == root ? detail::round_send<T>{src + at, count} : detail::round_send<T>{};
-        },
-        [&](int) { return is_root; });
-    if (is_root)
-      detail::fold_ranks<Op>(g, dst + at, count, x.size,
-                             [&](int r) { return r == x.rank ? src + at : x.block<T>(round, r); });
-  });
+  detail::run_chunks<T>(
+      c, g, x, n,
+      [&](detail::element_range at, int r) {
+        return r == root ? detail::round_send<T>{src + at.lo, at.size()} : detail::round_send<T>{};
+      },
+      [&](int) { return is_root; },
+      [&](detail::element_range at, auto&& in) {
+        if (is_root)
+          detail::fold_ranks<Op>(g, dst + at.lo, at.size(), x.size,
+                                 [&](int r) { return r == x.rank ? src + at.lo : in(r); });
+      });
   detail::leave_collective(g, x);
 }
 

@@ -10,12 +10,13 @@
 // Operations, element types and the folding order: reduction.cuh. src and dst are the caller's
 // local memory (symmetric-heap memory on transports that take sources only from the heap). On
 // return dst is complete and may be read by every thread of g, and src may be reused. Algorithm:
-// each round every member puts each other member's chunk into that member's workspace with one
-// put_signal, then folds what it received with its own (detail/rounds.cuh).
+// chunk by chunk, every member sends each other member's chunk into that member's workspace, then
+// folds what it received with its own (detail/steps.cuh: channel steps on transports that store to
+// every member, rounds of put_signal elsewhere).
 
 #include <cstddef>
 
-#include "detail/rounds.cuh"
+#include "detail/steps.cuh"
 #include "reduction.cuh"
 
 namespace gpucomm {

@@ -63,7 +63,7 @@ __device__ void run_channel(comm<Tr> const& c, G const& g, round_context const& 
     wait_flags(g, y, s > 2 ? s - 2 : 0, every_peer);
     auto* const own_block = reinterpret_cast<T*>(x.ws.channel_block(x.part, s, x.rank));
     for (int k = 1; k < x.size; ++k) {
-      int const r = x.rank + k < x.size ? x.rank + k : x.rank + k - x.size;
+      int const r = x.peer_after(k);
       round_send<T> const out = send(t, r);
       if (out.count > 0)
         group_copy(g, c.remote(sym_ptr<T>(own_block), x.ws.members.pe_of(r)), out.src, out.count * sizeof(T));
@@ -71,7 +71,7 @@ __device__ void run_channel(comm<Tr> const& c, G const& g, round_context const& 
     group_sync(g);  // every thread's stores before the leader's releases
     if (is_leader(g)) {
       for (int k = 1; k < x.size; ++k) {
-        int const r = x.rank + k < x.size ? x.rank + k : x.rank + k - x.size;
+        int const r = x.peer_after(k);
         c.signal(this_thread(), my_flag, s, signal_op::set, x.ws.members.pe_of(r));
       }
     }

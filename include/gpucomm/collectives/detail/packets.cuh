@@ -55,13 +55,6 @@ namespace gpucomm {
 
 namespace detail {
 
-/// Transports whose remote() reaches every peer of the world (NVLinkStore, P2PCopy: their worlds
-/// refuse PEs they cannot reach), so every member makes the same choice without asking.
-template <class Tr>
-concept load_stores_everywhere = can_load_store<Tr> && !requires {
-  requires Tr::partial_load_store;
-};
-
 /// Element types packet rounds move: whole elements in 8-byte units (16-byte ones in two lines).
 template <class T>
 concept packet_element = sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16;
@@ -217,7 +210,7 @@ __device__ void packet_round(comm<Tr> const& c, G const& g, round_context const&
     }
     // 2. Store them into this member's block of every other member's slot, from the next rank on.
     for (int step = 1; step < x.size; ++step) {
-      int const r = x.rank + step < x.size ? x.rank + step : x.rank + step - x.size;
+      int const r = x.peer_after(step);
       packet_line* const to = c.remote(sym_ptr<packet_line>(own_block), x.ws.members.pe_of(r));
 #pragma unroll
       for (std::size_t k = 0; k < K; ++k)

@@ -47,6 +47,14 @@ concept collective_transport = can_put_signal<Tr> && can_signal<Tr> && can_quiet
 
 namespace detail {
 
+/// Transports whose remote() reaches every peer of the world (NVLinkStore, P2PCopy: their worlds
+/// refuse PEs they cannot reach), so every member makes the same choice without asking: the
+/// collectives run in packet epochs and channel steps there (detail/packets.cuh, channels.cuh).
+template <class Tr>
+concept load_stores_everywhere = can_load_store<Tr> && !requires {
+  requires Tr::partial_load_store;
+};
+
 /// The calling PE's view of one part of a workspace during a collective.
 struct round_context {
   collective_workspace ws;
@@ -57,6 +65,9 @@ struct round_context {
   std::uint64_t* flags = nullptr;
   std::uint64_t const* header = nullptr;  ///< control-block header, for debug reports
 
+  /// The team rank k ranks after this one (0 < k < size): each member sends to its peers in this
+  /// order, so that no member is every member's first.
+  __device__ GPUCOMM_FORCEINLINE int peer_after(int k) const { return rank + k < size ? rank + k : rank + k - size; }
   template <class T>
   __device__ T* block(std::uint64_t round, int r) const {
     return reinterpret_cast<T*>(ws.block(part, round, r));
@@ -164,14 +175,14 @@ __device__ std::uint64_t run_round(comm<Tr> const& c, G const& g, round_context 
   sym_ptr<signal_t> const my_flag(x.flags + x.rank);
   if (is_leader(g)) {
     for (int k = 1; k < x.size; ++k) {
-      int const r = (x.rank + k) % x.size;
+      int const r = x.peer_after(k);
       if (send(r).count == 0) c.signal(this_thread(), my_flag, round, signal_op::set, x.ws.members.pe_of(r));
     }
   }
   wait_flags(g, x, round - 1, [&](int r) { return send(r).count > 0; });
   sym_ptr<T> const my_block(x.block<T>(round, x.rank));
   for (int k = 1; k < x.size; ++k) {
-    int const r = (x.rank + k) % x.size;
+    int const r = x.peer_after(k);
     round_send<T> const s = send(r);
     if (s.count > 0)
       c.put_signal_nbi(g, my_block, s.src, s.count, my_flag, round, signal_op::set, x.ws.members.pe_of(r));
@@ -289,66 +300,6 @@ __device__ void fold_ranks(G const& g, T* dst, std::size_t count, int size, In&&
 template <class T, group G>
 __device__ GPUCOMM_FORCEINLINE void copy_elements(G const& g, T* dst, T const* src, std::size_t count) {
   if (dst != src && count > 0) group_copy(g, dst, src, count * sizeof(T));
-}
-
-/// How many chunks of at most per_round elements this part's share of [0, n) takes.
-__device__ GPUCOMM_FORCEINLINE std::size_t chunk_count(round_context const& x, std::size_t n, std::size_t per_round) {
-  return rounds_for(part_range(n, x.part, x.ws.parts).size(), per_round);
-}
-
-/// f(at, count) for each round's chunk of this part's share of [0, n): the chunks of at most
-/// per_round elements each, in order.
-template <class F>
-__device__ GPUCOMM_FORCEINLINE void for_each_chunk(round_context const& x, std::size_t n, std::size_t per_round,
-                                                   F&& f) {
-  element_range const mine = part_range(n, x.part, x.ws.parts);
-  for (std::size_t j = 0; j < chunk_count(x, n, per_round); ++j) {
-    element_range const chunk = chunk_of(mine.size(), j, per_round);
-    f(mine.lo + chunk.lo, chunk.size());
-  }
-}
-/// The same with chunks of a block of T each (the rounds').
-template <class T, class F>
-__device__ GPUCOMM_FORCEINLINE void for_each_chunk(round_context const& x, std::size_t n, F&& f) {
-  for_each_chunk(x, n, x.block_elements<T>(), f);
-}
-
-/// Every member sends every other member r the n elements at source(r), and receives rank r's
-/// into dst + r * n (its own block copied locally). allgather: source(r) = src; alltoall:
-/// source(r) = src + r * n.
-template <class T, class Tr, group G, class Source>
-__device__ void exchange_blocks(comm<Tr> const& c, G const& g, round_context const& x, T* dst, std::size_t n,
-                                Source&& source) {
-  element_range const mine = part_range(n, x.part, x.ws.parts);
-  copy_elements(g, dst + static_cast<std::size_t>(x.rank) * n + mine.lo, source(x.rank) + mine.lo, mine.size());
-  for_each_chunk<T>(x, n, [&](std::size_t at, std::size_t count) {
-    std::uint64_t const round = run_round<T>(
-        c, g, x,
-        [&](int r) {
-          return round_send<T>{source(r) + at, count};
-        },
-        [](int) { return true; });
-    for (int r = 0; r < x.size; ++r)
-      if (r != x.rank) copy_elements(g, dst + static_cast<std::size_t>(r) * n + at, x.block<T>(round, r), count);
-  });
-}
-
-/// Every member sends every other member r the n elements at source(r), and folds what it
-/// receives with its own source(rank) into dst. reduce_scatter: source(r) = src + r * n; the
-/// one-shot allreduce: source(r) = src.
-template <class Op, class T, class Tr, group G, class Source>
-__device__ void fold_blocks(comm<Tr> const& c, G const& g, round_context const& x, T* dst, std::size_t n,
-                            Source&& source) {
-  for_each_chunk<T>(x, n, [&](std::size_t at, std::size_t count) {
-    std::uint64_t const round = run_round<T>(
-        c, g, x,
-        [&](int r) {
-          return round_send<T>{source(r) + at, count};
-        },
-        [](int) { return true; });
-    T const* const own = source(x.rank) + at;
-    fold_ranks<Op>(g, dst + at, count, x.size, [&](int r) { return r == x.rank ? own : x.block<T>(round, r); });
-  });
 }
 
 }  // namespace detail
