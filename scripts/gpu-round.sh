@@ -315,7 +315,7 @@ mps_root=$(sed -n 's/^GPUCOMM_GPU_MPS_DIR:PATH=//p' "$build/CMakeCache.txt" 2>/d
 mps_root=${mps_root:-/nonexistent}
 if has_step build; then
   run build cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" ring_shift cub_allreduce thrust_local \
-      routed_ring p2p_tile_push proxy_offload team_allreduce aggregate_stats
+      routed_ring p2p_tile_push proxy_offload team_allreduce fused_rmsnorm aggregate_stats
 fi
 
 if has_step demo; then
@@ -323,7 +323,8 @@ if has_step demo; then
   export CUDA_VISIBLE_DEVICES
   CUDA_VISIBLE_DEVICES=$(first_gpus "$ngpu")
   run demo bash scripts/demo.sh
-  for ex in cub_allreduce thrust_local routed_ring p2p_tile_push proxy_offload team_allreduce aggregate_stats; do
+  for ex in cub_allreduce thrust_local routed_ring p2p_tile_push proxy_offload team_allreduce fused_rmsnorm \
+      aggregate_stats; do
     run "example-$ex" "$build/examples/$ex"
   done
   # The PyTorch example: its own build, two processes sharing GPU 0 under its own MPS daemon (exit 77:

@@ -4,13 +4,16 @@
 //
 //   gpucomm::allreduce(c, block, ws, dst, src, n, gpucomm::reduction::sum{});
 //   gpucomm::allreduce<gpucomm::allreduce_algorithm::two_shot>(c, block, ws, dst, src, n, op);
+//   gpucomm::allreduce(c, block, ws, dst, src, n, op, epilogue);   // epilogue.cuh
 //
 // Called by one group per member PE (or one group per part at every member, each passing
 // ws.part(k)), all with the same n, operation and algorithm. dst may equal src (in place).
 // Operations, element types and the folding order: reduction.cuh; every member's result is
 // bitwise the same. src and dst are the caller's local memory (symmetric-heap memory on transports
 // that take sources only from the heap: with two_shot, dst is a source too). On return dst is
-// complete and may be read by every thread of g, and src may be reused.
+// complete and may be read by every thread of g, and src may be reused. An epilogue
+// (epilogue.cuh) replaces each reduced element by what it computes from it, as it is stored; the
+// row-wise form, for epilogues that need a whole row, is allreduce_rows.cuh.
 //
 // Algorithms (the template argument; automatic picks by transport, size and team size):
 //   packets    for transports with load/store (comm::remote: NVLinkStore) and element sizes of 1,
@@ -35,11 +38,13 @@
 // All fold in team-rank order: every algorithm gives the same bits.
 
 #include <cstddef>
+#include <type_traits>
 
 #include "detail/channels.cuh"
 #include "detail/packets.cuh"
 #include "detail/rounds.cuh"
 #include "detail/steps.cuh"
+#include "epilogue.cuh"
 #include "reduction.cuh"
 
 namespace gpucomm {
@@ -62,6 +67,17 @@ namespace detail {
 /// Whether automatic may take packets for T on Tr (every member then makes the same choice).
 template <class Tr, class T>
 inline constexpr bool packets_automatic = can_load_store<Tr>&& packet_element<T>&& load_stores_everywhere<Tr>;
+
+/// Checks a requested algorithm against the transport and type; returns whether a call with it
+/// holds the packet code (requested, or automatic where packets_automatic).
+template <allreduce_algorithm Algorithm, class Tr, class T>
+consteval bool allreduce_holds_packets() {
+  static_assert(Algorithm != allreduce_algorithm::packets || (can_load_store<Tr> && packet_element<T>),
+                "gpucomm: allreduce_algorithm::packets needs a transport with load/store (comm::remote) and an element "
+                "of 1, 2, 4, 8 or 16 bytes");
+  return Algorithm == allreduce_algorithm::packets ||
+         (Algorithm == allreduce_algorithm::automatic && packets_automatic<Tr, T>);
+}
 
 /// The algorithm a call of n elements of T on a team of `members` runs: `requested`, or for
 /// automatic the choice by size and team size. Only arguments every member shares go in, so every
@@ -100,9 +116,9 @@ GPUCOMM_HD constexpr std::size_t two_shot_chunks(std::size_t n, int size, int pa
   return most;
 }
 
-template <class Op, class Tr, group G, class T>
+template <class Op, class Tr, group G, class T, class Epilogue>
 __device__ void allreduce_two_shot(comm<Tr> const& c, G const& g, round_context const& x, T* dst, T const* src,
-                                   std::size_t n) {
+                                   std::size_t n, Epilogue const& epilogue) {
   std::size_t const block = two_shot_block_size(n, x.size);
   auto range = [&](int r) { return two_shot_block(n, block, r, x.part, x.ws.parts); };
   std::size_t const per_round = x.block_elements<T>();
@@ -120,8 +136,9 @@ __device__ void allreduce_two_shot(comm<Tr> const& c, G const& g, round_context 
           return round_send<T>{src + theirs.lo + part.lo, part.size()};
         },
         [&](int) { return chunk.size() > 0; });
-    fold_ranks<Op>(g, dst + at, chunk.size(), x.size,
-                   [&](int r) { return r == x.rank ? src + at : x.block<T>(round, r); });
+    fold_ranks<Op>(
+        g, dst + at, chunk.size(), x.size, [&](int r) { return r == x.rank ? src + at : x.block<T>(round, r); },
+        [&](std::size_t i, T v) { return epilogue(at + i, v); });
   }
   // Allgather of the folded blocks.
   for (std::size_t j = 0; j < rounds; ++j) {
@@ -144,9 +161,9 @@ __device__ void allreduce_two_shot(comm<Tr> const& c, G const& g, round_context 
 /// two_shot in channel steps: steps 0 to J - 1 push each member's chunk of every other member's
 /// block to it and fold this member's block; steps J to 2J - 1 push this member's folded chunks to
 /// every other member and copy theirs into dst (J: chunks of the longest block share).
-template <class Op, class Tr, group G, class T>
+template <class Op, class Tr, group G, class T, class Epilogue>
 __device__ void allreduce_two_shot_channels(comm<Tr> const& c, G const& g, round_context const& x, T* dst, T const* src,
-                                            std::size_t n) {
+                                            std::size_t n, Epilogue const& epilogue) {
   std::size_t const block = two_shot_block_size(n, x.size);
   std::size_t const per_step = x.block_elements<T>();
   auto range = [&](int r) { return two_shot_block(n, block, r, x.part, x.ws.parts); };
@@ -168,8 +185,9 @@ __device__ void allreduce_two_shot_channels(comm<Tr> const& c, G const& g, round
         auto block_of = [&](int r) { return reinterpret_cast<T const*>(x.ws.channel_block(x.part, step, r)); };
         if (t < chunks) {
           element_range const at = chunk(x.rank, t);
-          fold_ranks<Op>(g, dst + at.lo, at.size(), x.size,
-                         [&](int r) { return r == x.rank ? src + at.lo : block_of(r); });
+          fold_ranks<Op>(
+              g, dst + at.lo, at.size(), x.size, [&](int r) { return r == x.rank ? src + at.lo : block_of(r); },
+              [&](std::size_t i, T v) { return epilogue(at.lo + i, v); });
           return;
         }
         for (int r = 0; r < x.size; ++r) {
@@ -181,13 +199,36 @@ __device__ void allreduce_two_shot_channels(comm<Tr> const& c, G const& g, round
       [&](std::size_t t) { return t == chunks && chunks == 1; });
 }
 
+/// What allreduce_chosen does besides the reduction: the epilogue of each element, the granule
+/// the parts' shares are split at, and a pass `after(x)` the group makes over its part's share
+/// once dst holds it (before it leaves the collective).
+struct no_pass {
+  __device__ void operator()(round_context const&) const {}
+};
+template <class Epilogue = identity_epilogue, class After = no_pass>
+struct allreduce_extras {
+  Epilogue epilogue{};
+  std::size_t granule = 1;
+  After after{};
+  static constexpr bool has_after = !std::is_same_v<After, no_pass>;
+};
+
 /// allreduce with the algorithm already chosen (`chosen`, by chosen_allreduce: the same at every
-/// member). Packets, Rounds: which code this instantiation holds (`chosen` is among them).
-template <bool Packets, bool Rounds, class Op, class Tr, group G, class T>
+/// member). Packets, Rounds: which code this instantiation holds (`chosen` is among them). A
+/// granule above 1 takes packets or one_shot (two_shot splits the message by member, not by part).
+template <bool Packets, bool Rounds, class Op, class Tr, group G, class T, class Extras = allreduce_extras<>>
 __device__ void allreduce_chosen(comm<Tr> const& c, G const& g, collective_workspace const& ws,
                                  allreduce_algorithm chosen, T* dst, T const* src, std::size_t n,
-                                 collective_entry entry) {
-  round_context const x = enter_collective(c, g, ws, "allreduce");
+                                 collective_entry entry, Extras const& extras = {}) {
+  round_context x = enter_collective(c, g, ws, "allreduce");
+  x.granule = extras.granule;
+  auto leave = [&] {
+    if constexpr (Extras::has_after) {
+      group_sync(g);  // every thread's stores into dst before the pass
+      extras.after(x);
+    }
+    leave_collective(g, x);
+  };
   if constexpr (Packets) {
     if (chosen == allreduce_algorithm::packets) {
 #if GPUCOMM_DEBUG
@@ -196,37 +237,36 @@ __device__ void allreduce_chosen(comm<Tr> const& c, G const& g, collective_works
                       "allreduce_algorithm::packets: a team member is not reachable with load/store from this PE "
                       "(route reaches only its first leg's peers so)");
 #endif
-      fold_packets<Op>(c, g, x, dst, src, n, entry);
-      leave_collective(g, x);
+      fold_packets<Op>(c, g, x, dst, src, n, entry, extras.epilogue);
+      leave();
       return;
     }
   }
   if constexpr (Rounds) {
     if (chosen == allreduce_algorithm::one_shot) {
-      fold_blocks<Op>(c, g, x, dst, n, [&](int) { return src; });
+      fold_blocks<Op>(
+          c, g, x, dst, n, [&](int) { return src; }, extras.epilogue);
     } else if constexpr (load_stores_everywhere<Tr>) {
-      allreduce_two_shot_channels<Op>(c, g, x, dst, src, n);
+      allreduce_two_shot_channels<Op>(c, g, x, dst, src, n, extras.epilogue);
     } else {
-      allreduce_two_shot<Op>(c, g, x, dst, src, n);
+      allreduce_two_shot<Op>(c, g, x, dst, src, n, extras.epilogue);
     }
   }
-  leave_collective(g, x);
+  leave();
 }
 
 }  // namespace detail
 
-template <allreduce_algorithm Algorithm = allreduce_algorithm::automatic, class Tr, group G, class T, class Op>
+template <allreduce_algorithm Algorithm = allreduce_algorithm::automatic, class Tr, group G, class T, class Op,
+          class Epilogue = identity_epilogue>
 __device__ void allreduce(comm<Tr> const& c, G const& g, collective_workspace const& ws, T* dst, T const* src,
-                          std::size_t n, Op) {
+                          std::size_t n, Op, Epilogue const& epilogue = {}) {
   require_reduction<Op, T>();
-  static_assert(Algorithm != allreduce_algorithm::packets || (can_load_store<Tr> && detail::packet_element<T>),
-                "gpucomm: allreduce_algorithm::packets needs a transport with load/store (comm::remote) and an element "
-                "of 1, 2, 4, 8 or 16 bytes");
-  constexpr bool packets = Algorithm == allreduce_algorithm::packets ||
-                           (Algorithm == allreduce_algorithm::automatic && detail::packets_automatic<Tr, T>);
+  detail::require_epilogue<Epilogue, T>();
+  constexpr bool packets = detail::allreduce_holds_packets<Algorithm, Tr, T>();
   detail::allreduce_chosen<packets, Algorithm != allreduce_algorithm::packets, Op>(
       c, g, ws, detail::chosen_allreduce<Tr, T>(Algorithm, n, ws.members.size), dst, src, n,
-      detail::collective_entry::device_call);
+      detail::collective_entry::device_call, detail::allreduce_extras<Epilogue>{epilogue});
 }
 
 #endif  // __CUDACC__

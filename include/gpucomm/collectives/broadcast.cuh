@@ -27,7 +27,7 @@ __device__ void broadcast(comm<Tr> const& c, G const& g, collective_workspace co
   detail::check_root(x, root, "broadcast");
   bool const is_root = x.rank == root;
   if (is_root) {
-    detail::element_range const mine = detail::part_range(n, x.part, x.ws.parts);
+    detail::element_range const mine = x.share(n);
     detail::copy_elements(g, dst + mine.lo, src + mine.lo, mine.size());
   }
   detail::run_chunks<T>(

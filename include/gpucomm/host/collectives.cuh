@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include "../error.hpp"
 #include "detail/device_guard.hpp"
@@ -38,6 +39,7 @@
 #include "../transport/nvlink_store.cuh"
 #include "../collectives/allgather.cuh"
 #include "../collectives/allreduce.cuh"
+#include "../collectives/allreduce_rows.cuh"
 #include "../collectives/alltoall.cuh"
 #include "../collectives/broadcast.cuh"
 #include "../collectives/detail/buffer_rules.hpp"
@@ -105,16 +107,34 @@ struct reduce_call {
 };
 /// allreduce with algorithm Chosen (packets, one_shot or two_shot), chosen on the host by
 /// chosen_allreduce: a kernel per algorithm, each with only its own code (and registers).
-template <allreduce_algorithm Chosen, class T, class Op>
+template <allreduce_algorithm Chosen, class T, class Op, class Epilogue = identity_epilogue>
 struct allreduce_call {
   T* dst;
   T const* src;
   std::size_t n;
+  Epilogue epilogue;
   call_buffers buffers(int, int) const { return buffers_of(src, n, dst, n, in_place_at(0)); }
   template <class C, class G>
   __device__ void operator()(C const& c, G const& g, collective_workspace const& ws) const {
     constexpr bool packets = Chosen == allreduce_algorithm::packets;
-    allreduce_chosen<packets, !packets, Op>(c, g, ws, Chosen, dst, src, n, collective_entry::kernel_start);
+    allreduce_chosen<packets, !packets, Op>(c, g, ws, Chosen, dst, src, n, collective_entry::kernel_start,
+                                            allreduce_extras<Epilogue>{epilogue});
+  }
+};
+/// allreduce_rows with algorithm Chosen (packets or one_shot).
+template <allreduce_algorithm Chosen, class T, class Op, class RowFn>
+struct allreduce_rows_call {
+  T* dst;
+  T const* src;
+  std::size_t n;  ///< rows * cols
+  std::size_t rows;
+  std::size_t cols;
+  RowFn row_fn;
+  call_buffers buffers(int, int) const { return buffers_of(src, n, dst, n, in_place_at(0)); }
+  template <class C, class G>
+  __device__ void operator()(C const& c, G const& g, collective_workspace const& ws) const {
+    allreduce_rows_chosen<Chosen == allreduce_algorithm::packets, Op>(c, g, ws, Chosen, dst, src, rows, cols,
+                                                                      collective_entry::kernel_start, row_fn);
   }
 };
 template <class T, class Op>
@@ -245,30 +265,91 @@ void reduce(world& w, team_workspace const& ws, int pe, T* dst, T const* src, st
             cudaStream_t stream) {
   detail::launch_rounds<Tr>(w, ws, pe, detail::reduce_call<T, Op>{dst, src, n, root}, stream, "gpucomm::reduce");
 }
-template <class Tr = NVLinkStore, allreduce_algorithm Algorithm = allreduce_algorithm::automatic, class T, class Op>
-void allreduce(world& w, team_workspace const& ws, int pe, T* dst, T const* src, std::size_t n, Op,
+/// allreduce, each reduced element stored through `epilogue` (collectives/epilogue.cuh; the functor
+/// travels to the kernel by value).
+template <class Tr = NVLinkStore, allreduce_algorithm Algorithm = allreduce_algorithm::automatic, class T, class Op,
+          class Epilogue>
+void allreduce(world& w, team_workspace const& ws, int pe, T* dst, T const* src, std::size_t n, Op, Epilogue epilogue,
                cudaStream_t stream) {
   require_reduction<Op, T>();
-  static_assert(Algorithm != allreduce_algorithm::packets || (can_load_store<Tr> && detail::packet_element<T>),
-                "gpucomm: allreduce_algorithm::packets needs a transport with load/store (comm::remote) and an element "
-                "of 1, 2, 4, 8 or 16 bytes");
+  detail::require_epilogue<Epilogue, T>();
+  constexpr bool holds_packets = detail::allreduce_holds_packets<Algorithm, Tr, T>();
   constexpr char const* name = "gpucomm::allreduce";
   using enum allreduce_algorithm;
   allreduce_algorithm const chosen = detail::chosen_allreduce<Tr, T>(Algorithm, n, ws.members().size);
-  if constexpr (Algorithm == packets || (Algorithm == automatic && detail::packets_automatic<Tr, T>)) {
+  if constexpr (holds_packets) {
     if (chosen == packets) {
       launch_shape const shape = detail::shape_on(ws, detail::collective_protocol::packets, n * sizeof(T));
       detail::launch_collective<Tr, detail::packet_threads>(
-          w, ws, pe, detail::allreduce_call<packets, T, Op>{dst, src, n}, shape.ctas, stream, name);
+          w, ws, pe, detail::allreduce_call<packets, T, Op, Epilogue>{dst, src, n, epilogue}, shape.ctas, stream, name);
     }
   }
   if constexpr (Algorithm == one_shot || Algorithm == automatic) {
     if (chosen == one_shot)
-      detail::launch_rounds<Tr>(w, ws, pe, detail::allreduce_call<one_shot, T, Op>{dst, src, n}, stream, name);
+      detail::launch_rounds<Tr>(w, ws, pe, detail::allreduce_call<one_shot, T, Op, Epilogue>{dst, src, n, epilogue},
+                                stream, name);
   }
   if constexpr (Algorithm == two_shot || Algorithm == automatic) {
     if (chosen == two_shot)
-      detail::launch_rounds<Tr>(w, ws, pe, detail::allreduce_call<two_shot, T, Op>{dst, src, n}, stream, name);
+      detail::launch_rounds<Tr>(w, ws, pe, detail::allreduce_call<two_shot, T, Op, Epilogue>{dst, src, n, epilogue},
+                                stream, name);
+  }
+}
+template <class Tr = NVLinkStore, allreduce_algorithm Algorithm = allreduce_algorithm::automatic, class T, class Op>
+void allreduce(world& w, team_workspace const& ws, int pe, T* dst, T const* src, std::size_t n, Op op,
+               cudaStream_t stream) {
+  allreduce<Tr, Algorithm>(w, ws, pe, dst, src, n, op, identity_epilogue{}, stream);
+}
+
+/// The launch gpucomm::allreduce_rows<Tr, Algorithm> makes for rows x cols elements of T on ws, at
+/// every member: allreduce_launch_shape's for its algorithm, at most one CTA per row.
+template <class T, class Tr = NVLinkStore, allreduce_algorithm Algorithm = allreduce_algorithm::automatic>
+launch_shape allreduce_rows_launch_shape(team_workspace const& ws, std::size_t rows, std::size_t cols) {
+  std::size_t const n = rows * cols;
+  bool const packets =
+      detail::chosen_allreduce_rows<Tr, T>(Algorithm, n, ws.members().size) == allreduce_algorithm::packets;
+  launch_shape shape = detail::shape_on(
+      ws, packets ? detail::collective_protocol::packets : detail::collective_protocol::rounds, n * sizeof(T));
+  if (static_cast<std::size_t>(shape.ctas) > rows) shape.ctas = rows > 0 ? static_cast<int>(rows) : 1;
+  return shape;
+}
+
+/// allreduce_rows (collectives/allreduce_rows.cuh) of rows x cols elements: refuses cols whose
+/// rows are not a multiple of 16 bytes (gpucomm::error); runs at most one CTA per row.
+template <class Tr = NVLinkStore, allreduce_algorithm Algorithm = allreduce_algorithm::automatic, class T, class Op,
+          class RowFn>
+void allreduce_rows(world& w, team_workspace const& ws, int pe, T* dst, T const* src, std::size_t rows,
+                    std::size_t cols, Op, RowFn row_fn, cudaStream_t stream) {
+  require_reduction<Op, T>();
+  static_assert(Algorithm != allreduce_algorithm::two_shot, "gpucomm: allreduce_rows runs packets or one_shot");
+  static_assert(std::is_trivially_copyable_v<RowFn>,
+                "gpucomm: allreduce_rows' row function travels to the kernel by "
+                "value: it must be trivially copyable");
+  constexpr bool holds_packets = detail::allreduce_holds_packets<Algorithm, Tr, T>();
+  constexpr char const* name = "gpucomm::allreduce_rows";
+  if (!detail::rows_fit<T>(cols)) {
+    throw error(name, pe,
+                "rows of " + std::to_string(cols) + " elements of " + std::to_string(sizeof(T)) +
+                    " bytes are not a positive multiple of 16 bytes",
+                "pad the rows to a multiple of 16 bytes, or use allreduce and a kernel of your own");
+  }
+  using enum allreduce_algorithm;
+  std::size_t const n = rows * cols;
+  allreduce_algorithm const chosen = detail::chosen_allreduce_rows<Tr, T>(Algorithm, n, ws.members().size);
+  launch_shape const shape = allreduce_rows_launch_shape<T, Tr, Algorithm>(ws, rows, cols);
+  if constexpr (holds_packets) {
+    if (chosen == packets) {
+      detail::launch_collective<Tr, detail::packet_threads>(
+          w, ws, pe, detail::allreduce_rows_call<packets, T, Op, RowFn>{dst, src, n, rows, cols, row_fn}, shape.ctas,
+          stream, name);
+    }
+  }
+  if constexpr (Algorithm != packets) {
+    if (chosen == one_shot) {
+      detail::launch_collective<Tr, detail::round_threads>(
+          w, ws, pe, detail::allreduce_rows_call<one_shot, T, Op, RowFn>{dst, src, n, rows, cols, row_fn}, shape.ctas,
+          stream, name);
+    }
   }
 }
 
@@ -321,6 +402,23 @@ void allreduce(world& w, team_workspace const& ws, sym_array<T> const& dst, sym_
                Op op) {
   detail::for_each_local_member(w, ws, [&](int pe) {
     allreduce<Tr, Algorithm>(w, ws, pe, dst.ptr(pe).get(), src.ptr(pe).get(), n, op, w.stream(pe));
+  });
+}
+template <class Tr = NVLinkStore, allreduce_algorithm Algorithm = allreduce_algorithm::automatic, class T, class Op,
+          class Epilogue>
+void allreduce(world& w, team_workspace const& ws, sym_array<T> const& dst, sym_array<T> const& src, std::size_t n,
+               Op op, Epilogue epilogue) {
+  detail::for_each_local_member(w, ws, [&](int pe) {
+    allreduce<Tr, Algorithm>(w, ws, pe, dst.ptr(pe).get(), src.ptr(pe).get(), n, op, epilogue, w.stream(pe));
+  });
+}
+template <class Tr = NVLinkStore, allreduce_algorithm Algorithm = allreduce_algorithm::automatic, class T, class Op,
+          class RowFn>
+void allreduce_rows(world& w, team_workspace const& ws, sym_array<T> const& dst, sym_array<T> const& src,
+                    std::size_t rows, std::size_t cols, Op op, RowFn row_fn) {
+  detail::for_each_local_member(w, ws, [&](int pe) {
+    allreduce_rows<Tr, Algorithm>(w, ws, pe, dst.ptr(pe).get(), src.ptr(pe).get(), rows, cols, op, row_fn,
+                                  w.stream(pe));
   });
 }
 template <class Tr = NVLinkStore, class T, class Op>

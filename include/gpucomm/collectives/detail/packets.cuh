@@ -184,9 +184,10 @@ __device__ GPUCOMM_FORCEINLINE void load_lines(line_halves (&v)[K][packet_unit<T
 /// One packet epoch over units [first, first + units) of the message (n elements of src, folded
 /// into dst): steps 1-3 at the top of this header, in waves of packet_lines_in_flight lines per
 /// thread. The caller has ordered this epoch's stores after the group's polls of the previous one.
-template <class Op, class T, class Tr, group G>
+template <class Op, class T, class Tr, group G, class Epilogue>
 __device__ void packet_round(comm<Tr> const& c, G const& g, round_context const& x, std::uint64_t epoch, T* dst,
-                             T const* src, std::size_t n, std::size_t first, std::size_t units, bool aligned) {
+                             T const* src, std::size_t n, std::size_t first, std::size_t units, bool aligned,
+                             Epilogue const& epilogue) {
   using U = packet_unit<T>;
   using R = element_reduction<T>;
   constexpr std::size_t K = packet_lines_in_flight / U::lines;  // units per thread and wave
@@ -282,7 +283,11 @@ __device__ void packet_round(comm<Tr> const& c, G const& g, round_context const&
       std::size_t const have = n - e < E ? n - e : E;
       U out{};
 #pragma unroll
-      for (std::size_t i = 0; i < E; ++i) set_unit_element(out, i, R::from_accumulator(acc[k][i]));
+      for (std::size_t i = 0; i < E; ++i) {
+        T v = R::from_accumulator(acc[k][i]);
+        if (i < have) v = epilogue(e + i, v);
+        set_unit_element(out, i, v);
+      }
       if (aligned && have == E) {
 #pragma unroll
         for (std::size_t p = 0; p < L; ++p) reinterpret_cast<std::uint64_t*>(dst + e)[p] = out.words[p];
@@ -314,14 +319,17 @@ __device__ bool team_load_stores(comm<Tr> const& c, round_context const& x) {
 
 /// One-shot allreduce in packet epochs: this part's share of the message's units, in chunks of one
 /// block's lines per epoch; every member stores its chunk into every other member and folds all of
-/// them in rank order into dst. src and dst are the same or do not overlap.
-template <class Op, class T, class Tr, group G>
+/// them in rank order into dst, each element through the epilogue (epilogue.cuh). src and dst are
+/// the same or do not overlap.
+template <class Op, class T, class Tr, group G, class Epilogue>
 __device__ void fold_packets(comm<Tr> const& c, G const& g, round_context const& x, T* dst, T const* src, std::size_t n,
-                             collective_entry entry) {
+                             collective_entry entry, Epilogue const& epilogue) {
   if constexpr (reduction_takes<Op, T>) {  // else require_reduction has said why
     using U = packet_unit<T>;
     std::size_t const units = (n + U::elements - 1) / U::elements;
-    element_range const mine = part_range(units, x.part, x.ws.parts);
+    // Shares split at whole granules (a granule above 1 is a whole number of units).
+    std::size_t const unit_granule = x.granule > U::elements ? x.granule / U::elements : 1;
+    element_range const mine = granule_range(units, unit_granule, x.part, x.ws.parts);
     std::size_t const per_epoch = x.ws.block_bytes / sizeof(packet_line) / U::lines;
     std::size_t const epochs = rounds_for(mine.size(), per_epoch);
     if (epochs == 0) return;  // the same at every member: no epoch drawn
@@ -331,7 +339,7 @@ __device__ void fold_packets(comm<Tr> const& c, G const& g, round_context const&
       if (j > 0) group_sync(g);  // every thread's polls of the previous epoch are over
       if (j > 0 || entry == collective_entry::device_call) order_packet_epoch(g);
       element_range const chunk = chunk_of(mine.size(), j, per_epoch);
-      packet_round<Op>(c, g, x, first + j, dst, src, n, mine.lo + chunk.lo, chunk.size(), aligned);
+      packet_round<Op>(c, g, x, first + j, dst, src, n, mine.lo + chunk.lo, chunk.size(), aligned, epilogue);
     }
   }
 }

@@ -34,6 +34,7 @@
 #include "../../detail/spin.cuh"
 #include "../../group.cuh"
 #include "../workspace.hpp"
+#include "../epilogue.cuh"
 #include "../reduction.cuh"
 
 namespace gpucomm {
@@ -55,6 +56,24 @@ concept load_stores_everywhere = can_load_store<Tr> && !requires {
   requires Tr::partial_load_store;
 };
 
+/// [lo, hi) of the elements [0, n) that part k of `parts` handles.
+struct element_range {
+  std::size_t lo = 0;
+  std::size_t hi = 0;
+  GPUCOMM_HD constexpr std::size_t size() const { return hi - lo; }
+};
+GPUCOMM_HD constexpr element_range part_range(std::size_t n, int k, int parts) {
+  auto const p = static_cast<std::size_t>(parts);
+  return {n * static_cast<std::size_t>(k) / p, n * static_cast<std::size_t>(k + 1) / p};
+}
+/// part_range with every boundary at a multiple of `granule` (the last part ends at n): the parts
+/// split the ceil(n / granule) granules as part_range splits elements.
+GPUCOMM_HD constexpr element_range granule_range(std::size_t n, std::size_t granule, int k, int parts) {
+  if (granule == 1) return part_range(n, k, parts);  // every collective but allreduce_rows: no division
+  element_range const g = part_range((n + granule - 1) / granule, k, parts);
+  return {g.lo * granule < n ? g.lo * granule : n, g.hi * granule < n ? g.hi * granule : n};
+}
+
 /// The calling PE's view of one part of a workspace during a collective.
 struct round_context {
   collective_workspace ws;
@@ -64,6 +83,12 @@ struct round_context {
   std::uint64_t* words = nullptr;
   std::uint64_t* flags = nullptr;
   std::uint64_t const* header = nullptr;  ///< control-block header, for debug reports
+  /// Shares of a message are split between parts at multiples of this many elements (rows of the
+  /// row-wise allreduce: allreduce_rows.cuh).
+  std::size_t granule = 1;
+
+  /// This part's share of a message of n elements.
+  GPUCOMM_HD constexpr element_range share(std::size_t n) const { return granule_range(n, granule, part, ws.parts); }
 
   /// The team rank k ranks after this one (0 < k < size): each member sends to its peers in this
   /// order, so that no member is every member's first.
@@ -192,16 +217,6 @@ __device__ std::uint64_t run_round(comm<Tr> const& c, G const& g, round_context 
   return round;
 }
 
-/// [lo, hi) of the elements [0, n) that part k of `parts` handles.
-struct element_range {
-  std::size_t lo = 0;
-  std::size_t hi = 0;
-  GPUCOMM_HD constexpr std::size_t size() const { return hi - lo; }
-};
-GPUCOMM_HD constexpr element_range part_range(std::size_t n, int k, int parts) {
-  auto const p = static_cast<std::size_t>(parts);
-  return {n * static_cast<std::size_t>(k) / p, n * static_cast<std::size_t>(k + 1) / p};
-}
 /// Rounds needed for `n` elements at `per_round` a round.
 GPUCOMM_HD constexpr std::size_t rounds_for(std::size_t n, std::size_t per_round) {
   return (n + per_round - 1) / per_round;
@@ -234,9 +249,9 @@ inline constexpr int fold_vectors_in_flight = sizeof(T) < 4 ? static_cast<int>(s
 /// count / (16 / sizeof(T)) vectors, each thread taking fold_vectors_in_flight<T> of them per step
 /// and loading them from every rank before folding (every element still folded in rank order). Returns
 /// the elements done; the caller folds the rest.
-template <class Op, class T, group G, class In>
-__device__ GPUCOMM_FORCEINLINE std::size_t fold_ranks_vectors(G const& g, T* dst, std::size_t count, int size,
-                                                              In&& in) {
+template <class Op, class T, group G, class In, class Epilogue>
+__device__ GPUCOMM_FORCEINLINE std::size_t fold_ranks_vectors(G const& g, T* dst, std::size_t count, int size, In&& in,
+                                                              Epilogue const& epilogue) {
   using R = element_reduction<T>;
   using V = fold_vector<T>;
   constexpr int E = 16 / sizeof(T);
@@ -265,20 +280,21 @@ __device__ GPUCOMM_FORCEINLINE std::size_t fold_ranks_vectors(G const& g, T* dst
       if (!live(k)) continue;
       V out;
 #pragma unroll
-      for (int i = 0; i < E; ++i) out.e[i] = R::from_accumulator(acc[k][i]);
+      for (int i = 0; i < E; ++i) out.e[i] = epilogue((at + k * gs) * E + i, R::from_accumulator(acc[k][i]));
       reinterpret_cast<V*>(dst)[at + k * gs] = out;
     }
   }
   return vectors * E;
 }
 
-/// dst[i] = in(0)[i] op in(1)[i] op ... op in(size-1)[i] for i < count, folded in rank order in
-/// the accumulator type; in(r) is a T const* for each team rank. Shared by g's threads: 16-byte
-/// vectors, several loads in flight per thread, where dst and every input are 16-byte aligned;
-/// one element per thread and step otherwise, and for the tail. dst may be one of the inputs (in
-/// place): each thread stores a vector or element only after loading it from every rank.
-template <class Op, class T, group G, class In>
-__device__ void fold_ranks(G const& g, T* dst, std::size_t count, int size, In&& in) {
+/// dst[i] = epilogue(i, in(0)[i] op in(1)[i] op ... op in(size-1)[i]) for i < count, folded in rank
+/// order in the accumulator type and converted to T before the epilogue sees it; in(r) is a
+/// T const* for each team rank. Shared by g's threads: 16-byte vectors, several loads in flight per
+/// thread, where dst and every input are 16-byte aligned; one element per thread and step
+/// otherwise, and for the tail. dst may be one of the inputs (in place): each thread stores a
+/// vector or element only after loading it from every rank.
+template <class Op, class T, group G, class In, class Epilogue = identity_epilogue>
+__device__ void fold_ranks(G const& g, T* dst, std::size_t count, int size, In&& in, Epilogue const& epilogue = {}) {
   if constexpr (reduction_takes<Op, T>) {  // else require_reduction has said why: no second error
     using R = element_reduction<T>;
     std::size_t done = 0;
@@ -286,12 +302,12 @@ __device__ void fold_ranks(G const& g, T* dst, std::size_t count, int size, In&&
       auto aligned = [](void const* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; };
       bool all = aligned(dst);
       for (int r = 0; r < size; ++r) all = all && aligned(in(r));
-      if (all) done = fold_ranks_vectors<Op>(g, dst, count, size, in);
+      if (all) done = fold_ranks_vectors<Op>(g, dst, count, size, in, epilogue);
     }
     for (std::size_t i = done + group_rank(g); i < count; i += group_size(g)) {
       accumulator_t<T> acc = R::to_accumulator(in(0)[i]);
       for (int r = 1; r < size; ++r) acc = R::template combine<Op>(acc, R::to_accumulator(in(r)[i]));
-      dst[i] = R::from_accumulator(acc);
+      dst[i] = epilogue(i, R::from_accumulator(acc));
     }
   }
 }

@@ -27,7 +27,7 @@ namespace detail {
 template <class T, class Tr, group G, class Send, class Want, class Complete>
 __device__ void run_chunks(comm<Tr> const& c, G const& g, round_context const& x, std::size_t n, Send&& send,
                            Want&& want, Complete&& complete) {
-  element_range const mine = part_range(n, x.part, x.ws.parts);
+  element_range const mine = x.share(n);
   std::size_t const per_chunk = x.block_elements<T>();
   auto chunk = [&](std::size_t j) {
     element_range const at = chunk_of(mine.size(), j, per_chunk);
@@ -58,7 +58,7 @@ __device__ void run_chunks(comm<Tr> const& c, G const& g, round_context const& x
 template <class T, class Tr, group G, class Source>
 __device__ void exchange_blocks(comm<Tr> const& c, G const& g, round_context const& x, T* dst, std::size_t n,
                                 Source&& source) {
-  element_range const mine = part_range(n, x.part, x.ws.parts);
+  element_range const mine = x.share(n);
   copy_elements(g, dst + static_cast<std::size_t>(x.rank) * n + mine.lo, source(x.rank) + mine.lo, mine.size());
   run_chunks<T>(
       c, g, x, n,
@@ -73,11 +73,11 @@ __device__ void exchange_blocks(comm<Tr> const& c, G const& g, round_context con
 }
 
 /// Every member sends every other member r the n elements at source(r), and folds what it
-/// receives with its own source(rank) into dst. reduce_scatter: source(r) = src + r * n; the
-/// one-shot allreduce: source(r) = src.
-template <class Op, class T, class Tr, group G, class Source>
+/// receives with its own source(rank) into dst, each element through the epilogue
+/// (epilogue.cuh). reduce_scatter: source(r) = src + r * n; the one-shot allreduce: source(r) = src.
+template <class Op, class T, class Tr, group G, class Source, class Epilogue = identity_epilogue>
 __device__ void fold_blocks(comm<Tr> const& c, G const& g, round_context const& x, T* dst, std::size_t n,
-                            Source&& source) {
+                            Source&& source, Epilogue const& epilogue = {}) {
   run_chunks<T>(
       c, g, x, n,
       [&](element_range at, int r) {
@@ -86,7 +86,9 @@ __device__ void fold_blocks(comm<Tr> const& c, G const& g, round_context const& 
       [](int) { return true; },
       [&](element_range at, auto&& in) {
         T const* const own = source(x.rank) + at.lo;
-        fold_ranks<Op>(g, dst + at.lo, at.size(), x.size, [&](int r) { return r == x.rank ? own : in(r); });
+        fold_ranks<Op>(
+            g, dst + at.lo, at.size(), x.size, [&](int r) { return r == x.rank ? own : in(r); },
+            [&](std::size_t i, T v) { return epilogue(at.lo + i, v); });
       });
 }
 
