@@ -9,38 +9,11 @@
 #include <cstdlib>
 #include <vector>
 
+#include "add_rmsnorm.cuh"
+
 namespace cg = cooperative_groups;
 using comm_t = gpucomm::comm<gpucomm::NVLinkStore>;
 using bf16 = __nv_bfloat16;
-
-/// x = (x + residual) * rsqrt(mean((x + residual)^2) + eps) * weight, and residual = x + residual:
-/// the row function allreduce_rows calls with the whole CTA for each reduced row.
-struct add_rmsnorm {
-  bf16* residual;      // tokens x hidden, the same at every PE; becomes the next layer's residual
-  bf16 const* weight;  // hidden
-  std::size_t hidden;
-  float eps;
-  template <class G>
-  __device__ void operator()(G const& g, std::size_t row, bf16* x) const {
-    __shared__ float partial[32];  // the row function's own scratch: one sum per warp
-    bf16* const res = residual + row * hidden;
-    float ss = 0;
-    for (std::size_t i = g.thread_rank(); i < hidden; i += g.num_threads()) {
-      bf16 const sum = __float2bfloat16(__bfloat162float(x[i]) + __bfloat162float(res[i]));
-      res[i] = x[i] = sum;
-      ss += __bfloat162float(sum) * __bfloat162float(sum);
-    }
-    for (int d = 16; d > 0; d /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, d);
-    if (g.thread_rank() % 32 == 0) partial[g.thread_rank() / 32] = ss;
-    g.sync();
-    float total = 0;
-    for (unsigned k = 0; k < (g.num_threads() + 31) / 32; ++k) total += partial[k];  // the same order everywhere
-    g.sync();
-    float const scale = rsqrtf(total / float(hidden) + eps);
-    for (std::size_t i = g.thread_rank(); i < hidden; i += g.num_threads())
-      x[i] = __float2bfloat16(__bfloat162float(x[i]) * scale * __bfloat162float(weight[i]));
-  }
-};
 
 // CTA k reduces part k's rows and normalises them; out may be `partial` itself (in place).
 __global__ void __launch_bounds__(1024) layer_end(comm_t c, gpucomm::collective_workspace ws, bf16* out,
@@ -74,7 +47,7 @@ int main(int argc, char** argv) try {
   }
   for (int pe : w.local_pes()) {
     GPUCOMM_CUDA_CHECK(cudaSetDevice(w.device(pe)), pe);
-    add_rmsnorm const norm{residual.ptr(pe).get(), weight.ptr(pe).get(), hidden, 1e-6f};
+    add_rmsnorm const norm{residual.ptr(pe).get(), residual.ptr(pe).get(), weight.ptr(pe).get(), hidden, 1e-6f};
     layer_end<<<ctas, 1024, 0, w.stream(pe)>>>(w.comm<gpucomm::NVLinkStore>(pe), ws.view(pe).first_parts(ctas),
                                                out.ptr(pe).get(), partial.ptr(pe).get(), tokens, norm);
     GPUCOMM_CUDA_CHECK(cudaGetLastError(), pe);

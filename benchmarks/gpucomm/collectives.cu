@@ -72,37 +72,6 @@ bool pdl_allowed() {
   return !(v && std::string(v) == "0");
 }
 
-struct graph_exec_deleter {
-  void operator()(cudaGraphExec_t g) const { cudaGraphExecDestroy(g); }
-};
-using graph_exec = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, graph_exec_deleter>;
-
-/// `body()` captured thread-local on `stream` (of `device`) and instantiated; the capture is ended
-/// on every path, so a launch that throws inside it leaves the stream usable.
-template <class Body>
-graph_exec capture(int device, cudaStream_t stream, Body&& body) {
-  BENCH_CUDA(cudaSetDevice(device));
-  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  try {
-    body();
-  } catch (...) {
-    cudaGraph_t g = nullptr;
-    cudaSetDevice(device);
-    cudaStreamEndCapture(stream, &g);
-    if (g) cudaGraphDestroy(g);
-    cudaGetLastError();
-    throw;
-  }
-  cudaGraph_t graph = nullptr;
-  cudaError_t const launched = cudaGetLastError();
-  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec = nullptr;
-  cudaError_t const inst = launched == cudaSuccess ? cudaGraphInstantiate(&exec, graph, 0) : launched;
-  cudaGraphDestroy(graph);
-  BENCH_CUDA(inst);
-  return graph_exec(exec);
-}
-
 /// One case: collective `k` on element type T, each size of the sweep. `skewed`: alltoallv's
 /// skewed counts (variant "<type>-skewed").
 template <op k, class T>
@@ -237,25 +206,8 @@ void collective_sweep(bench::session& s, gpucomm::world& w, gpucomm::team_worksp
         BENCH_CUDA(cudaMemsetAsync(dst[pe].get(), 0xff, sh.recv * sizeof(T), w.stream(pe)));
       }
       w.synchronize();
-      std::vector<graph_exec> graphs;
-      for (int pe = 0; pe < npes; ++pe) {
-        graphs.push_back(capture(w.device(pe), w.stream(pe), [&] {
-          for (int call = 0; call < calls; ++call) issue(pe, w.stream(pe));
-        }));
-      }
-      // Launch on every PE, PE 0 last and timed (the others are already waiting for it).
-      auto run = [&](int launches) {
-        for (int pe = npes - 1; pe >= 0; --pe) {
-          BENCH_CUDA(cudaSetDevice(w.device(pe)));
-          if (pe == 0) timer.start(w.stream(0));
-          for (int l = 0; l < launches; ++l)
-            BENCH_CUDA(cudaGraphLaunch(graphs[static_cast<std::size_t>(pe)].get(), w.stream(pe)));
-          if (pe == 0) timer.stop(w.stream(0));
-        }
-        std::vector<double> ms{timer.ms()};
-        w.synchronize();
-        return ms;
-      };
+      std::vector<graph_exec> const graphs = capture_calls(w, calls, issue);
+      auto run = [&](int launches) { return replay_timed(w, timer, graphs, launches); };
       auto value = [calls](std::vector<double> const& ms, int launches) {
         return bench::us_per_iter(ms[0], launches * calls);
       };

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -73,6 +74,65 @@ inline gpucomm::world make_world(int npes, std::size_t heap_bytes) {
   return gpucomm::world(devices, o);
 }
 
+struct graph_exec_deleter {
+  void operator()(cudaGraphExec_t g) const { cudaGraphExecDestroy(g); }
+};
+using graph_exec = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, graph_exec_deleter>;
+
+/// `body()` captured thread-local on `stream` (of `device`) and instantiated; the capture is ended
+/// on every path, so a launch that throws inside it leaves the stream usable.
+template <class Body>
+graph_exec capture(int device, cudaStream_t stream, Body&& body) {
+  BENCH_CUDA(cudaSetDevice(device));
+  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    body();
+  } catch (...) {
+    cudaGraph_t g = nullptr;
+    cudaSetDevice(device);
+    cudaStreamEndCapture(stream, &g);
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    throw;
+  }
+  cudaGraph_t graph = nullptr;
+  cudaError_t const launched = cudaGetLastError();
+  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t const inst = launched == cudaSuccess ? cudaGraphInstantiate(&exec, graph, 0) : launched;
+  cudaGraphDestroy(graph);
+  BENCH_CUDA(inst);
+  return graph_exec(exec);
+}
+
+/// One graph per PE of the world: `calls` calls of issue(pe, stream) captured on its stream.
+template <class Issue>
+std::vector<graph_exec> capture_calls(gpucomm::world& w, int calls, Issue&& issue) {
+  std::vector<graph_exec> graphs;
+  for (int pe = 0; pe < w.npes(); ++pe) {
+    graphs.push_back(capture(w.device(pe), w.stream(pe), [&] {
+      for (int call = 0; call < calls; ++call) issue(pe, w.stream(pe));
+    }));
+  }
+  return graphs;
+}
+
+/// Launches every PE's graph `launches` times on its stream, PE 0 last and timed between events
+/// (the others are already waiting for it), and waits for all: PE 0's milliseconds.
+inline std::vector<double> replay_timed(gpucomm::world& w, bench::event_timer& timer,
+                                        std::vector<graph_exec> const& graphs, int launches) {
+  for (int pe = w.npes() - 1; pe >= 0; --pe) {
+    BENCH_CUDA(cudaSetDevice(w.device(pe)));
+    if (pe == 0) timer.start(w.stream(0));
+    for (int l = 0; l < launches; ++l)
+      BENCH_CUDA(cudaGraphLaunch(graphs[static_cast<std::size_t>(pe)].get(), w.stream(pe)));
+    if (pe == 0) timer.stop(w.stream(0));
+  }
+  std::vector<double> ms{timer.ms()};
+  w.synchronize();
+  return ms;
+}
+
 /// The case name of Transport's rows: NVLinkStore's are the plain case ("put_bw"), another
 /// transport's a case of its own ("p2pcopy_put_bw", "proxyqueue_put_bw"), so that summaries never
 /// mix them.
@@ -124,6 +184,7 @@ void allgather(bench::session&);
 void alltoall(bench::session&);
 void reduce_scatter(bench::session&);
 void alltoallv(bench::session&);
+void allreduce_rmsnorm(bench::session&);
 void p2pcopy_put_bw(bench::session&);   // P2PCopy alone (p2p_bw.cu)
 void proxyqueue_ring(bench::session&);  // ProxyQueue alone (proxy.cu)
 void proxyqueue_command_rate(bench::session&);

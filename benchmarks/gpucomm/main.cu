@@ -3,7 +3,8 @@
 // _put_signal_pingpong, _ring, _command_rate), one process over GPUs 0..npes-1.
 //   bench_gpucomm --case put_bw --out rows.jsonl [--quick] [--npes N] [--budget-s S]
 // Point-to-point cases use PEs 0 and 1; barrier, all_reduce and the device collectives (allreduce,
-// allgather, alltoall, reduce_scatter, alltoallv: collectives.cu) use --npes PEs.
+// allgather, alltoall, reduce_scatter, alltoallv: collectives.cu; allreduce_rmsnorm: fused.cu) use
+// --npes PEs.
 #include <cstdlib>
 
 #include "common.cuh"
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
       {"alltoall", gb::alltoall},
       {"reduce_scatter", gb::reduce_scatter},
       {"alltoallv", gb::alltoallv},
+      {"allreduce_rmsnorm", gb::allreduce_rmsnorm},
       {"p2pcopy_put_bw", gb::p2pcopy_put_bw},
       {"p2pcopy_put_signal_pingpong", gb::put_signal_pingpong<gpucomm::P2PCopy>},
       {"proxyqueue_put_bw", gb::put_bw<gpucomm::ProxyQueue>},

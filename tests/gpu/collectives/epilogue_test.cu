@@ -2,13 +2,15 @@
 // algorithm, in place and out of place, against the plain allreduce's result passed through the
 // same function on the host; and allreduce_rows with residual add and RMSNorm in bf16, against the
 // unfused sequence (plain allreduce, then a kernel of its own) bit for bit and against a host
-// reference; rows that are not a multiple of 16 bytes are refused.
+// reference; both called from a kernel of more parts than rows; rows that are not a multiple of 16
+// bytes are refused.
 #include <cuda_bf16.h>
 
 #include <bit>
 
 #include <gpucomm/collectives/allreduce_rows.cuh>
 
+#include "../../../examples/add_rmsnorm.cuh"
 #include "shapes.cuh"
 
 using namespace gpucomm::test::coll;
@@ -38,38 +40,9 @@ struct half_plus_bias {
 };
 float bias_of(std::size_t i) { return static_cast<float>(i % bias_period) - 20.f; }
 
-/// Residual add and RMSNorm of one row, as a tensor-parallel layer ends: x + residual goes to
-/// residual_out (rounded to bf16), then x = (x + residual) * rsqrt(mean((x + residual)^2) + eps) *
-/// weight. The sum of squares is folded per warp and then over the warps in order, so that every
-/// member (and the unfused kernel, with as many threads) gets the same bits.
-struct add_rmsnorm {
-  bf16 const* residual;  // rows x cols, the same at every member
-  bf16* residual_out;    // rows x cols
-  bf16 const* weight;    // cols
-  std::size_t cols;
-  float eps;
-  template <class G>
-  __device__ void operator()(G const& g, std::size_t row, bf16* x) const {
-    __shared__ float partial[32];
-    float ss = 0;
-    for (std::size_t i = g.thread_rank(); i < cols; i += g.num_threads()) {
-      bf16 const sum = __float2bfloat16(__bfloat162float(x[i]) + __bfloat162float(residual[row * cols + i]));
-      residual_out[row * cols + i] = sum;
-      x[i] = sum;
-      ss += __bfloat162float(sum) * __bfloat162float(sum);
-    }
-    for (int d = 16; d > 0; d /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, d);
-    unsigned const warps = (static_cast<unsigned>(g.num_threads()) + 31) / 32;
-    if (g.thread_rank() % 32 == 0) partial[g.thread_rank() / 32] = ss;
-    g.sync();
-    float total = 0;
-    for (unsigned k = 0; k < warps; ++k) total += partial[k];
-    g.sync();  // partial is free for the next row
-    float const scale = rsqrtf(total / static_cast<float>(cols) + eps);
-    for (std::size_t i = g.thread_rank(); i < cols; i += g.num_threads())
-      x[i] = __float2bfloat16(__bfloat162float(x[i]) * scale * __bfloat162float(weight[i]));
-  }
-};
+// The row function: examples/add_rmsnorm.cuh's residual add and RMSNorm (the sum of squares folded
+// per warp and then over the warps in order, so that every member, and the unfused kernel with as
+// many threads, gets the same bits).
 static_assert(std::is_trivially_copyable_v<add_rmsnorm>);
 
 /// The device forms, CTA k running part k: allreduce with an epilogue, then allreduce_rows (with
@@ -80,13 +53,13 @@ __global__ void __launch_bounds__(1024)
   auto const block = cg::this_thread_block();
   collective_workspace const part = ws.part(static_cast<int>(blockIdx.x));
   gpucomm::allreduce(c, block, part, out, src, n, reduction::sum{}, epi);
-  gpucomm::allreduce_rows(c, block, part, rows_out, rows_src, rows, norm.cols, reduction::sum{}, norm);
+  gpucomm::allreduce_rows(c, block, part, rows_out, rows_src, rows, norm.hidden, reduction::sum{}, norm);
 }
 
 /// The unfused second kernel: block b runs fn on row b.
 __global__ void rows_kernel(add_rmsnorm fn, bf16* x) {
   auto const block = cg::this_thread_block();
-  fn(block, blockIdx.x, x + blockIdx.x * fn.cols);
+  fn(block, blockIdx.x, x + blockIdx.x * fn.hidden);
 }
 
 float residual_of(std::size_t i) { return static_cast<float>(static_cast<int>(i % 13) - 6) / 4.f; }
