@@ -1,5 +1,5 @@
 // Host-testable logic of the collectives: the workspace layout, how elements split into parts,
-// rounds and two-shot blocks, and the reduction operations (which types take which, wrapping
+// granules, rounds and two-shot blocks, allreduce_rows' choice, and the reduction operations (which types take which, wrapping
 // integer arithmetic, 16-bit floats accumulated in float).
 #include <gpucomm/collectives.cuh>
 
@@ -105,6 +105,43 @@ TEST_CASE("parts, rounds and two-shot blocks cover every element exactly once", 
       }
     }
   }
+}
+
+TEST_CASE("granule ranges split at whole granules and cover every element once", "[collectives]") {
+  CHECK(detail::granule_range(10, 1, 1, 3).lo == detail::part_range(10, 1, 3).lo);
+  for (std::size_t n : {std::size_t{0}, std::size_t{8}, std::size_t{96}, std::size_t{100}, std::size_t{4096 * 17}}) {
+    for (std::size_t granule : {std::size_t{1}, std::size_t{8}, std::size_t{4096}}) {
+      for (int parts : {1, 2, 3, 8, 64}) {
+        std::size_t next = 0;  // the parts tile [0, n) in order
+        for (int k = 0; k < parts; ++k) {
+          auto const r = detail::granule_range(n, granule, k, parts);
+          CHECK(r.lo == next);
+          CHECK(r.hi >= r.lo);
+          CHECK((r.lo % granule == 0 || r.lo == n));
+          CHECK((r.hi % granule == 0 || r.hi == n));
+          CHECK(r.size() <= ((n + granule - 1) / granule + static_cast<std::size_t>(parts) - 1) /
+                                static_cast<std::size_t>(parts) * granule);
+          next = r.hi;
+        }
+        CHECK(next == n);
+      }
+    }
+  }
+}
+
+TEST_CASE("allreduce_rows runs packets where allreduce would and one_shot otherwise", "[collectives]") {
+  using gpucomm::allreduce_algorithm;
+  using Tr = gpucomm::NVLinkStore;
+  for (int members : {2, 3, 4, 8})
+    for (std::size_t n = 8; n <= (std::size_t{64} << 20); n *= 4) {
+      auto const plain = detail::chosen_allreduce<Tr, __nv_bfloat16>(allreduce_algorithm::automatic, n, members);
+      auto const rows = detail::chosen_allreduce_rows<Tr, __nv_bfloat16>(allreduce_algorithm::automatic, n, members);
+      CHECK(rows == (plain == allreduce_algorithm::packets ? plain : allreduce_algorithm::one_shot));
+    }
+  CHECK(detail::rows_fit<__nv_bfloat16>(8));
+  CHECK(!detail::rows_fit<__nv_bfloat16>(12));
+  CHECK(!detail::rows_fit<float>(0));
+  CHECK(detail::rows_fit<double>(2));
 }
 
 TEST_CASE("which reduction takes which element type", "[collectives]") {
