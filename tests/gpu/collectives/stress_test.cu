@@ -3,8 +3,9 @@
 // from call to call, so that the algorithm (packets, one_shot, two_shot) and the CTA count switch
 // between calls on the same parts; in place and out of place, 8-byte aligned and not; with random
 // delays on some members before some calls, so that members run out of step; plainly and replayed
-// from CUDA graphs. Every destination is poisoned first, and every element of every call, and the
-// guard behind each, is checked against a host reference.
+// from CUDA graphs; and the same with allgather, reduce_scatter and alltoall mixed in, so that every
+// protocol's steps follow each other's on the same parts. Every destination is poisoned first, and
+// every element of every call, and the guard behind each, is checked against a host reference.
 #include <map>
 #include <set>
 #include <string>
@@ -26,9 +27,13 @@ __global__ void delay_kernel(std::uint64_t ns) {
   }
 }
 
-/// One call of the plan: n ints of the src pool at src_at (or, in place, of the dst pool) reduced
-/// into the dst pool at dst_at.
+enum class stress_kind { allreduce, allgather, reduce_scatter, alltoall };
+
+/// One call of the plan: collective k on n ints (allreduce: n of the src pool at src_at, or in
+/// place of the dst pool, reduced into the dst pool at dst_at; the others as their headers say,
+/// src and dst of team size x n where the collective has them so).
 struct stress_call {
+  stress_kind k = stress_kind::allreduce;
   std::size_t n = 0;
   std::size_t src_at = 0;
   std::size_t dst_at = 0;
@@ -53,21 +58,35 @@ std::size_t pick_count(std::uint64_t m) {
   return large[(m >> 8) % (sizeof(large) / sizeof(large[0]))] / static_cast<std::size_t>(model_slowdown) + 1;
 }
 
-stress_plan make_plan(std::uint64_t seed, int count) {
+/// Elements of src and of dst a call takes, on a team of `size`.
+std::size_t src_count(stress_call const& c, int size) {
+  bool const wide = c.k == stress_kind::reduce_scatter || c.k == stress_kind::alltoall;
+  return wide ? static_cast<std::size_t>(size) * c.n : c.n;
+}
+std::size_t dst_count(stress_call const& c, int size) {
+  bool const wide = c.k == stress_kind::allgather || c.k == stress_kind::alltoall;
+  return wide ? static_cast<std::size_t>(size) * c.n : c.n;
+}
+
+/// `count` calls, allreduces only or (`family`) a mix of the four kinds (allreduce in place at
+/// times; the others out of place), on a team of `size`.
+stress_plan make_plan(std::uint64_t seed, int count, int size, bool family = false) {
   stress_plan p;
   for (int i = 0; i < count; ++i) {
     std::uint64_t const m = gpucomm::test::mix(seed, 0, static_cast<std::uint64_t>(i));
     stress_call c;
+    if (family) c.k = static_cast<stress_kind>((m >> 28) % 4);
     c.n = pick_count(m);
+    if (c.k != stress_kind::allreduce) c.n = c.n / 4 + 1;  // team size x n: keep the pools in bounds
     c.salt = seed * 100000 + static_cast<std::uint64_t>(i);
-    c.in_place = (m >> 20) % 5 == 0;
+    c.in_place = c.k == stress_kind::allreduce && (m >> 20) % 5 == 0;
     std::size_t const skew = (m >> 24) % 3 == 0 ? 1 : 0;  // an odd element offset: not 8-byte aligned
     if (!c.in_place) {
       c.src_at = p.src_elements + skew;
-      p.src_elements = c.src_at + c.n;
+      p.src_elements = c.src_at + src_count(c, size);
     }
     c.dst_at = p.dst_elements + skew;
-    p.dst_elements = c.dst_at + c.n + guard_elements;
+    p.dst_elements = c.dst_at + dst_count(c, size) + guard_elements;
     p.calls.push_back(c);
   }
   p.src_elements += 1;
@@ -85,11 +104,11 @@ std::vector<int> dst_before(stress_plan const& p, int pe) {
   return v;
 }
 
-std::vector<int> src_of(stress_plan const& p, int pe) {
+std::vector<int> src_of(stress_plan const& p, int pe, int size) {
   std::vector<int> v(p.src_elements, 0);
   for (stress_call const& c : p.calls)
     if (!c.in_place)
-      for (std::size_t i = 0; i < c.n; ++i) v[c.src_at + i] = value_of<int>(c.salt, pe, i);
+      for (std::size_t i = 0; i < src_count(c, size); ++i) v[c.src_at + i] = value_of<int>(c.salt, pe, i);
   return v;
 }
 
@@ -105,18 +124,42 @@ void issue(gpucomm::world& w, team_workspace const& ws, stress_plan const& p, st
   }
   int* const d = dst.ptr(pe).get() + c.dst_at;
   int const* const s = c.in_place ? d : src.ptr(pe).get() + c.src_at;
-  gpucomm::allreduce<transport_under_test>(w, ws, pe, d, s, c.n, reduction::sum{}, w.stream(pe));
+  switch (c.k) {
+    case stress_kind::allreduce:
+      gpucomm::allreduce<transport_under_test>(w, ws, pe, d, s, c.n, reduction::sum{}, w.stream(pe));
+      break;
+    case stress_kind::allgather:
+      gpucomm::allgather<transport_under_test>(w, ws, pe, d, s, c.n, w.stream(pe));
+      break;
+    case stress_kind::reduce_scatter:
+      gpucomm::reduce_scatter<transport_under_test>(w, ws, pe, d, s, c.n, reduction::sum{}, w.stream(pe));
+      break;
+    case stress_kind::alltoall:
+      gpucomm::alltoall<transport_under_test>(w, ws, pe, d, s, c.n, w.stream(pe));
+      break;
+  }
 }
 
-/// Every call's result (the sum over the team of its members' inputs, wrapping), at the call's
-/// place in the dst pool, poison in the guards; the same at every member.
-std::vector<int> expected_dst(team const& t, stress_plan const& p) {
+/// Every call's result at team rank q, at the call's place in the dst pool (sums wrap as int sum
+/// does), poison in the guards.
+std::vector<int> expected_dst(team const& t, stress_plan const& p, int q) {
   std::vector<int> v(p.dst_elements, poison_int);
+  auto input = [&](stress_call const& c, int r, std::size_t i) { return value_of<int>(c.salt, t.pe_of(r), i); };
+  auto sum = [&](stress_call const& c, std::size_t i) {
+    std::uint32_t acc = 0;
+    for (int r = 0; r < t.size; ++r) acc += static_cast<std::uint32_t>(input(c, r, i));
+    return static_cast<int>(acc);
+  };
+  auto const qn = [&](stress_call const& c) { return static_cast<std::size_t>(q) * c.n; };
   for (stress_call const& c : p.calls) {
     for (std::size_t i = 0; i < c.n; ++i) {
-      std::uint32_t acc = 0;
-      for (int r = 0; r < t.size; ++r) acc += static_cast<std::uint32_t>(value_of<int>(c.salt, t.pe_of(r), i));
-      v[c.dst_at + i] = static_cast<int>(acc);
+      for (int r = 0; r < t.size; ++r) {
+        std::size_t const rn = static_cast<std::size_t>(r) * c.n;
+        if (c.k == stress_kind::allgather) v[c.dst_at + rn + i] = input(c, r, i);
+        if (c.k == stress_kind::alltoall) v[c.dst_at + rn + i] = input(c, r, qn(c) + i);
+      }
+      if (c.k == stress_kind::allreduce) v[c.dst_at + i] = sum(c, i);
+      if (c.k == stress_kind::reduce_scatter) v[c.dst_at + i] = sum(c, qn(c) + i);
     }
   }
   return v;
@@ -128,14 +171,15 @@ std::size_t check_plan(gpucomm::world& w, stress_plan const& p, std::vector<int>
                        sym_array<int> const& dst, std::string& first) {
   auto const got = download(w, pe, dst.ptr(pe), p.dst_elements);
   std::size_t bad = 0;
+  static char const* const names[] = {"allreduce", "allgather", "reduce_scatter", "alltoall"};
   for (std::size_t k = 0; k < p.calls.size(); ++k) {
     stress_call const& c = p.calls[k];
-    for (std::size_t i = 0; i < c.n + guard_elements; ++i) {
+    for (std::size_t i = 0; i < dst_count(c, w.npes()) + guard_elements; ++i) {
       std::size_t const at = c.dst_at + i;
       if (got[at] != want[at] && bad++ == 0) {
-        first = "call " + std::to_string(k) + " (n=" + std::to_string(c.n) + (c.in_place ? ", in place" : "") +
-                ", dst offset " + std::to_string(c.dst_at) + ") element " + std::to_string(i) + ": got " +
-                std::to_string(got[at]) + ", want " + std::to_string(want[at]);
+        first = "call " + std::to_string(k) + " (" + names[static_cast<int>(c.k)] + ", n=" + std::to_string(c.n) +
+                (c.in_place ? ", in place" : "") + ", dst offset " + std::to_string(c.dst_at) + ") element " +
+                std::to_string(i) + ": got " + std::to_string(got[at]) + ", want " + std::to_string(want[at]);
       }
     }
   }
@@ -145,17 +189,17 @@ std::size_t check_plan(gpucomm::world& w, stress_plan const& p, std::vector<int>
 /// Uploads the plan's inputs and poisoned outputs at every local PE, then waits for every process.
 void prepare(gpucomm::world& w, stress_plan const& p, sym_array<int> const& src, sym_array<int> const& dst) {
   for (int pe : w.local_pes()) {
-    upload(w, pe, src.ptr(pe), src_of(p, pe));
+    upload(w, pe, src.ptr(pe), src_of(p, pe, w.npes()));
     upload(w, pe, dst.ptr(pe), dst_before(p, pe));
   }
   w.barrier();
 }
 
-void check_all(gpucomm::world& w, stress_plan const& p, std::vector<int> const& want, sym_array<int> const& dst,
+void check_all(gpucomm::world& w, team const& t, stress_plan const& p, sym_array<int> const& dst,
                std::string const& when) {
   for (int pe : w.local_pes()) {
     std::string first;
-    std::size_t const bad = check_plan(w, p, want, pe, dst, first);
+    std::size_t const bad = check_plan(w, p, expected_dst(t, p, t.rank_of(pe)), pe, dst, first);
     INFO(when << ": PE " << pe << ", " << bad << " elements wrong; first: " << first);
     CHECK(bad == 0);
   }
@@ -174,7 +218,7 @@ TEST_CASE("thousands of back-to-back allreduces of changing sizes, every result 
   int const per_batch = 100;
   std::set<std::pair<int, int>> shapes;  // (CTAs, threads) the launcher chose
   for (int b = 0; b < batches; ++b) {
-    stress_plan const p = make_plan(1000 + static_cast<std::uint64_t>(b), per_batch);
+    stress_plan const p = make_plan(1000 + static_cast<std::uint64_t>(b), per_batch, t.size);
     auto src = w.alloc<int>(p.src_elements);
     auto dst = w.alloc<int>(p.dst_elements);
     prepare(w, p, src, dst);
@@ -184,7 +228,7 @@ TEST_CASE("thousands of back-to-back allreduces of changing sizes, every result 
       for_each_local_pe(w, [&](int pe) { issue(w, ws, p, k, pe, src, dst); });
     }
     finish(w);
-    check_all(w, p, expected_dst(t, p), dst, "batch " + std::to_string(b));
+    check_all(w, t, p, dst, "batch " + std::to_string(b));
   }
   // The calls took both protocols and several CTA counts (where packets exist and the cap allows).
   if constexpr (gpucomm::detail::load_stores_everywhere<transport_under_test>) {
@@ -199,7 +243,7 @@ TEST_CASE("allreduces of changing sizes replayed from CUDA graphs, every replay 
   w.prepare(delay_kernel);
   team const t = w.team_world();
   team_workspace ws(w, t);
-  stress_plan const p = make_plan(77, 60 / model_slowdown + 2);
+  stress_plan const p = make_plan(77, 60 / model_slowdown + 2, t.size);
   auto src = w.alloc<int>(p.src_elements);
   auto dst = w.alloc<int>(p.dst_elements);
   prepare(w, p, src, dst);
@@ -215,15 +259,33 @@ TEST_CASE("allreduces of changing sizes replayed from CUDA graphs, every replay 
     GPUCOMM_TEST_CUDA(cudaGraphDestroy(graph));
     execs[pe] = exec;
   });
-  std::vector<int> const want = expected_dst(t, p);
   for (int replay = 0; replay < 5; ++replay) {
     // Fresh poison (and in-place inputs) before every replay: each replay must write every result.
     for (int pe : w.local_pes()) upload(w, pe, dst.ptr(pe), dst_before(p, pe));
     w.barrier();
     for_each_local_pe(w, [&](int pe) { GPUCOMM_TEST_CUDA(cudaGraphLaunch(execs[pe], w.stream(pe))); });
     finish(w);
-    check_all(w, p, want, dst, "replay " + std::to_string(replay));
+    check_all(w, t, p, dst, "replay " + std::to_string(replay));
   }
   for (auto const& [pe, exec] : execs) GPUCOMM_TEST_CUDA(cudaGraphExecDestroy(exec));
   w.barrier();
+}
+
+TEST_CASE("allgathers, reduce_scatters, alltoalls and allreduces mixed back to back, every result checked",
+          "[gpu][collectives][stress]") {
+  auto& w = gpucomm::test::the_world();
+  w.prepare(delay_kernel);
+  team const t = w.team_world();
+  team_workspace ws(w, t);
+  int const batches = 10 / model_slowdown + 1;
+  for (int b = 0; b < batches; ++b) {
+    stress_plan const p = make_plan(5000 + static_cast<std::uint64_t>(b), 100, t.size, /*family=*/true);
+    auto src = w.alloc<int>(p.src_elements);
+    auto dst = w.alloc<int>(p.dst_elements);
+    prepare(w, p, src, dst);
+    for (std::size_t k = 0; k < p.calls.size(); ++k)
+      for_each_local_pe(w, [&](int pe) { issue(w, ws, p, k, pe, src, dst); });
+    finish(w);
+    check_all(w, t, p, dst, "batch " + std::to_string(b));
+  }
 }
