@@ -14,9 +14,10 @@
 // the right result. A wrong result ends the case with an error row (exit status 3).
 //
 // The headline is what a program gets with no tuning: the default team_workspace (64 parts of 16
-// KiB blocks) and the launchers' own choice, per call, of algorithm and launch shape (allreduce:
-// packets in CTAs of 256 threads, 1 to 64 CTAs by size; the round protocols: every part, up to the
-// co-residency cap, in CTAs of 1024), with programmatic dependent launch (PDL) where the workspace
+// KiB blocks) and the launchers' own choice, per call, of algorithm and launch shape (allreduce,
+// allgather, alltoall, reduce_scatter: packets in CTAs of 256 threads, 1 to 64 CTAs by size, up to
+// the packet limit; the round protocols: every part, up to the co-residency cap, in CTAs of 1024),
+// with programmatic dependent launch (PDL) where the workspace
 // allows it. The rows carry the CTAs and threads the launcher chose as `ctas` and `threads`, and
 // the workspace, the algorithm and PDL in the note. allreduce float32 also runs with PDL off
 // (variant "float32-no-pdl") up to 1 MiB, where launch latency shows. GPUCOMM_BENCH_COLL_PARTS=k and
@@ -110,6 +111,13 @@ void collective_sweep(bench::session& s, gpucomm::world& w, gpucomm::team_worksp
     // What the launcher runs for this call (alltoallv: the kernel below, shaped as the others).
     gpucomm::launch_shape launch = gpucomm::rounds_launch_shape(ws);
     std::string algorithm;
+    constexpr bool data = k == op::allgather || k == op::alltoall || k == op::reduce_scatter;
+    if constexpr (data) {
+      launch = gpucomm::data_launch_shape<T, Tr>(ws, sh.count);
+      algorithm = gpucomm::detail::data_protocol<Tr, T>(sh.count, npes) == gpucomm::detail::collective_protocol::packets
+                      ? "packets"
+                      : "channel steps";
+    }
     if constexpr (k == op::allreduce) {
       launch = gpucomm::allreduce_launch_shape<T, Tr>(ws, sh.count);
       switch (gpucomm::detail::chosen_allreduce<Tr, T>(gpucomm::allreduce_algorithm::automatic, sh.count, npes)) {
@@ -136,6 +144,7 @@ void collective_sweep(bench::session& s, gpucomm::world& w, gpucomm::team_worksp
         std::string(k == op::alltoallv ? "device gpucomm::alltoallv, one CTA per part" : "host launcher gpucomm::") +
         (k == op::alltoallv ? "" : coll::name(k)) +
         (k == op::allreduce ? " (allreduce_algorithm::automatic: the library chose " + algorithm + ")" : "") +
+        (data ? " (the library chose " + algorithm + ")" : "") +
         (k == op::allreduce || k == op::reduce_scatter ? ", sum" : "") + ", out of place; " +
         std::to_string(launch.ctas) + " CTA(s) of " + std::to_string(launch.threads) +
         " threads per PE, chosen by the launcher; workspace " + workspace_note + "; PDL " +

@@ -116,6 +116,20 @@ TEST_CASE("allreduce's automatic choice: packets by size and team size, then one
   CHECK(detail::chosen_allreduce<Tr, twelve>(automatic, 10, 2) == one_shot);
 }
 
+TEST_CASE("allgather, alltoall and reduce_scatter take packets up to the packet limit where allreduce may",
+          "[collectives][launch]") {
+  using Tr = gpucomm::NVLinkStore;
+  using detail::collective_protocol;
+  for (int members : {1, 2, 3, 4, 5, 8}) {
+    std::size_t const limit = gpucomm::packet_limit(members) / sizeof(float);
+    INFO(members << " members");
+    CHECK(detail::data_protocol<Tr, float>(1, members) == collective_protocol::packets);
+    CHECK(detail::data_protocol<Tr, float>(limit, members) == collective_protocol::packets);
+    CHECK(detail::data_protocol<Tr, float>(limit + 1, members) == collective_protocol::rounds);
+  }
+  CHECK(detail::data_protocol<Tr, twelve>(1, 2) == collective_protocol::rounds);
+}
+
 TEST_CASE("packet flags: never zero, never the flag of the epoch before or two before", "[collectives][packets]") {
   constexpr std::uint64_t wrap = std::uint64_t{1} << 32;
   std::vector<std::uint64_t> epochs;

@@ -1,6 +1,6 @@
 // Host-testable logic of the collectives: the workspace layout, how elements split into parts,
-// granules, rounds and two-shot blocks, allreduce_rows' choice, and the reduction operations (which types take which, wrapping
-// integer arithmetic, 16-bit floats accumulated in float).
+// granules, rounds and two-shot blocks, allreduce_rows' choice, and the reduction operations (which types take which,
+// wrapping integer arithmetic, 16-bit floats accumulated in float).
 #include <gpucomm/collectives.cuh>
 
 #include <catch2/catch.hpp>

@@ -53,20 +53,10 @@ enum class allreduce_algorithm { automatic, packets, one_shot, two_shot };
 
 /// automatic's limit for one_shot, in bytes of src per member.
 inline constexpr std::size_t one_shot_limit = std::size_t{256} << 10;
-/// automatic's limit for packets, in bytes of src per member, on a team of `members`: 256 KiB for
-/// two, 128 KiB for three or four, 64 KiB for more (each member stores (members - 1) x twice its
-/// bytes, and polls as many).
-GPUCOMM_HD constexpr std::size_t packet_limit(int members) {
-  return std::size_t{members <= 2 ? 256u : members <= 4 ? 128u : 64u} << 10;
-}
 
 #if defined(__CUDACC__)
 
 namespace detail {
-
-/// Whether automatic may take packets for T on Tr (every member then makes the same choice).
-template <class Tr, class T>
-inline constexpr bool packets_automatic = can_load_store<Tr>&& packet_element<T>&& load_stores_everywhere<Tr>;
 
 /// Checks a requested algorithm against the transport and type; returns whether a call with it
 /// holds the packet code (requested, or automatic where packets_automatic).
@@ -237,7 +227,9 @@ __device__ void allreduce_chosen(comm<Tr> const& c, G const& g, collective_works
                       "allreduce_algorithm::packets: a team member is not reachable with load/store from this PE "
                       "(route reaches only its first leg's peers so)");
 #endif
-      fold_packets<Op>(c, g, x, dst, src, n, entry, extras.epilogue);
+      if constexpr (reduction_takes<Op, T>)  // else require_reduction has said why
+        exchange_packets<packet_mode::fold, true, Op>(
+            c, g, x, dst, 0, [&](int) { return src; }, n, entry, extras.epilogue);
       leave();
       return;
     }

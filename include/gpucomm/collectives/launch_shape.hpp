@@ -29,6 +29,14 @@
 
 namespace gpucomm {
 
+/// The most bytes per member that the automatic choices send in packet epochs (allreduce's
+/// packets; allgather, alltoall, reduce_scatter: bytes per member pair), on a team of `members`:
+/// 256 KiB for two, 128 KiB for three or four, 64 KiB for more (each member stores (members - 1) x
+/// twice its bytes, and polls as many).
+GPUCOMM_HD constexpr std::size_t packet_limit(int members) {
+  return std::size_t{members <= 2 ? 256u : members <= 4 ? 128u : 64u} << 10;
+}
+
 /// One call's launch at each member: `ctas` CTAs of `threads` threads, CTA k running part k.
 struct launch_shape {
   int ctas = 1;

@@ -7,10 +7,11 @@
 //
 // Each call launches one kernel per local PE, of launch_shape CTAs (collectives/launch_shape.hpp),
 // CTA k running part k of the workspace with the whole CTA as its group. The shape is chosen per
-// call from the algorithm (allreduce's automatic choice made here, as the device makes it), the
-// message's bytes, the workspace's parts and its cta_limit(): the packet protocol takes CTAs of 256
-// threads by size (1 at 1 KiB to 64 at 256 KiB), the round protocols every part (up to the limit)
-// in CTAs of 1024. allreduce_launch_shape and rounds_launch_shape say what a call takes.
+// call from the algorithm or protocol (allreduce's, allgather's, alltoall's and reduce_scatter's
+// automatic choices made here, as the device makes them), the message's bytes, the workspace's
+// parts and its cta_limit(): the packet protocol takes CTAs of 256 threads by size (1 at 1 KiB to 64
+// at 256 KiB), the round protocols every part (up to the limit) in CTAs of 1024.
+// allreduce_launch_shape, data_launch_shape and rounds_launch_shape say what a call takes.
 //
 // The first form launches for PE `pe` on `stream` (a process-per-GPU program, as with NCCL: every
 // member process calls it); the second on every local PE's world stream (w.stream(pe)) with
@@ -65,7 +66,9 @@ struct broadcast_call {
     broadcast(c, g, ws, dst, src, n, root);
   }
 };
-template <class T>
+/// allgather, alltoall, reduce_scatter in protocol P, chosen on the host by data_protocol: a
+/// kernel per protocol, each with only its own code.
+template <class T, collective_protocol P = collective_protocol::rounds>
 struct allgather_call {
   T* dst;
   T const* src;
@@ -76,10 +79,10 @@ struct allgather_call {
   }
   template <class C, class G>
   __device__ void operator()(C const& c, G const& g, collective_workspace const& ws) const {
-    allgather(c, g, ws, dst, src, n);
+    allgather_as<P>(c, g, ws, dst, src, n, collective_entry::kernel_start);
   }
 };
-template <class T>
+template <class T, collective_protocol P = collective_protocol::rounds>
 struct alltoall_call {
   T* dst;
   T const* src;
@@ -89,7 +92,7 @@ struct alltoall_call {
   }
   template <class C, class G>
   __device__ void operator()(C const& c, G const& g, collective_workspace const& ws) const {
-    alltoall(c, g, ws, dst, src, n);
+    alltoall_as<P>(c, g, ws, dst, src, n, collective_entry::kernel_start);
   }
 };
 template <class T, class Op>
@@ -137,7 +140,7 @@ struct allreduce_rows_call {
                                                                       collective_entry::kernel_start, row_fn);
   }
 };
-template <class T, class Op>
+template <class T, class Op, collective_protocol P = collective_protocol::rounds>
 struct reduce_scatter_call {
   T* dst;
   T const* src;
@@ -148,7 +151,7 @@ struct reduce_scatter_call {
   }
   template <class C, class G>
   __device__ void operator()(C const& c, G const& g, collective_workspace const& ws) const {
-    reduce_scatter(c, g, ws, dst, src, n, Op{});
+    reduce_scatter_as<P, Op>(c, g, ws, dst, src, n, collective_entry::kernel_start);
   }
 };
 
@@ -236,6 +239,22 @@ void launch_rounds(world& w, team_workspace const& ws, int pe, Call const& call,
   launch_collective<Tr, round_threads>(w, ws, pe, call, shape.ctas, stream, name);
 }
 
+/// Launches allgather, alltoall or reduce_scatter (make.template operator()<P>() makes its call in
+/// protocol P) in the protocol data_protocol chooses for n elements of T per member pair.
+template <class Tr, class T, class Make>
+void launch_data(world& w, team_workspace const& ws, int pe, std::size_t n, Make&& make, cudaStream_t stream,
+                 char const* name) {
+  if constexpr (packets_automatic<Tr, T>) {
+    if (data_protocol<Tr, T>(n, ws.members().size) == collective_protocol::packets) {
+      launch_shape const shape = shape_on(ws, collective_protocol::packets, n * sizeof(T));
+      launch_collective<Tr, packet_threads>(w, ws, pe, make.template operator()<collective_protocol::packets>(),
+                                            shape.ctas, stream, name);
+      return;
+    }
+  }
+  launch_rounds<Tr>(w, ws, pe, make.template operator()<collective_protocol::rounds>(), stream, name);
+}
+
 /// f(pe) for every local PE that is a member of the workspace's team.
 template <class F>
 void for_each_local_member(world& w, team_workspace const& ws, F&& f) {
@@ -254,11 +273,21 @@ void broadcast(world& w, team_workspace const& ws, int pe, T* dst, T const* src,
 }
 template <class Tr = NVLinkStore, class T>
 void allgather(world& w, team_workspace const& ws, int pe, T* dst, T const* src, std::size_t n, cudaStream_t stream) {
-  detail::launch_rounds<Tr>(w, ws, pe, detail::allgather_call<T>{dst, src, n}, stream, "gpucomm::allgather");
+  detail::launch_data<Tr, T>(
+      w, ws, pe, n,
+      [&]<detail::collective_protocol P>() {
+        return detail::allgather_call<T, P>{dst, src, n};
+      },
+      stream, "gpucomm::allgather");
 }
 template <class Tr = NVLinkStore, class T>
 void alltoall(world& w, team_workspace const& ws, int pe, T* dst, T const* src, std::size_t n, cudaStream_t stream) {
-  detail::launch_rounds<Tr>(w, ws, pe, detail::alltoall_call<T>{dst, src, n}, stream, "gpucomm::alltoall");
+  detail::launch_data<Tr, T>(
+      w, ws, pe, n,
+      [&]<detail::collective_protocol P>() {
+        return detail::alltoall_call<T, P>{dst, src, n};
+      },
+      stream, "gpucomm::alltoall");
 }
 template <class Tr = NVLinkStore, class T, class Op>
 void reduce(world& w, team_workspace const& ws, int pe, T* dst, T const* src, std::size_t n, Op, int root,
@@ -361,16 +390,29 @@ launch_shape allreduce_launch_shape(team_workspace const& ws, std::size_t n) {
                           n * sizeof(T));
 }
 
-/// The launch the other launchers (broadcast, allgather, alltoall, reduce, reduce_scatter) make on
-/// ws, at every member, whatever the count.
+/// The launch gpucomm::allgather, alltoall or reduce_scatter makes for n elements of T per member
+/// pair on ws, at every member.
+template <class T, class Tr = NVLinkStore>
+launch_shape data_launch_shape(team_workspace const& ws, std::size_t n) {
+  detail::collective_protocol const p = detail::data_protocol<Tr, T>(n, ws.members().size);
+  return detail::shape_on(ws, p, p == detail::collective_protocol::packets ? n * sizeof(T) : 0);
+}
+
+/// The launch broadcast and reduce make on ws, at every member, whatever the count (the round
+/// protocols: every part up to the cap, in CTAs of 1024 threads).
 inline launch_shape rounds_launch_shape(team_workspace const& ws) {
   return detail::shape_on(ws, detail::collective_protocol::rounds, 0);
 }
 template <class Tr = NVLinkStore, class T, class Op>
 void reduce_scatter(world& w, team_workspace const& ws, int pe, T* dst, T const* src, std::size_t n, Op,
                     cudaStream_t stream) {
-  detail::launch_rounds<Tr>(w, ws, pe, detail::reduce_scatter_call<T, Op>{dst, src, n}, stream,
-                            "gpucomm::reduce_scatter");
+  require_reduction<Op, T>();
+  detail::launch_data<Tr, T>(
+      w, ws, pe, n,
+      [&]<detail::collective_protocol P>() {
+        return detail::reduce_scatter_call<T, Op, P>{dst, src, n};
+      },
+      stream, "gpucomm::reduce_scatter");
 }
 
 // ---- every local member PE, on its world stream, with symmetric arrays: the forms above ------

@@ -44,6 +44,12 @@ TEST_CASE("reductions in the multi-CTA form and with one large block", "[gpu][co
     check_collective<mk_tile<32>, int, reduction::sum>(
         {world_team, k, n, w.npes() - 1, {.block_bytes = 64 << 10, .parts = 1}, 10});
   }
+  // reduce_scatter above the packet limit, where the transport stores to every member: channel steps.
+  if constexpr (gpucomm::test::load_store_everywhere) {
+    for (kind k : {kind::reduce_scatter, kind::reduce_scatter_in_place})
+      check_collective<mk_block, float, reduction::sum>(
+          {world_team, k, 100003, 0, {.block_bytes = 1000, .parts = 3}, 13});
+  }
 }
 
 // The round protocols on a group whose leader is late out of syncs (common.cuh): every reduction

@@ -16,6 +16,9 @@
 //      each show flag(e) (16-byte relaxed loads, the next member's issued before this one's are
 //      checked), folds every member's unit in team-rank order (its own from registers), and writes
 //      dst. Every member folds the same inputs in the same order: bitwise the same results.
+// That is allreduce's epoch; the exchange is the same for reduce_scatter (member r is sent the units
+// of src + r * n), allgather and alltoall (which copy member r's units to dst + r * n instead of
+// folding them; alltoall sends r those of src + r * n): packet_round's modes.
 // flag(e) = e mod (2^32 - 1) + 1 is never 0 (the zeroed workspace) and never flag(e - 2) (what the
 // slot holds from its previous use), so a stale line never passes, for any e.
 //
@@ -47,6 +50,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../launch_shape.hpp"
 #include "rounds.cuh"
 
 namespace gpucomm {
@@ -57,7 +61,34 @@ namespace detail {
 
 /// Element types packet rounds move: whole elements in 8-byte units (16-byte ones in two lines).
 template <class T>
-concept packet_element = sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16;
+concept packet_element = std::is_trivially_copyable_v<T> &&
+    (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
+
+/// Whether automatic choices may take packets for T on Tr (every member then makes the same choice).
+template <class Tr, class T>
+inline constexpr bool packets_automatic = can_load_store<Tr>&& packet_element<T>&& load_stores_everywhere<Tr>;
+
+/// The protocol allgather, alltoall and reduce_scatter run for n elements of T per member pair on
+/// a team of `members`: packets up to packet_limit where packets_automatic, rounds (channel steps
+/// or rounds of put_signal, detail/steps.cuh) otherwise. Only what every member shares goes in.
+template <class Tr, class T>
+GPUCOMM_HD constexpr collective_protocol data_protocol(std::size_t n, int members) {
+  return packets_automatic<Tr, T> && n * sizeof(T) <= packet_limit(members) ? collective_protocol::packets
+                                                                            : collective_protocol::rounds;
+}
+
+/// Calls f.template operator()<P>() with P = data_protocol<Tr, T>(n, members), instantiating the
+/// packet form only where the transport and type allow it.
+template <class Tr, class T, class F>
+__device__ GPUCOMM_FORCEINLINE void with_data_protocol(std::size_t n, int members, F&& f) {
+  if constexpr (packets_automatic<Tr, T>) {
+    if (data_protocol<Tr, T>(n, members) == collective_protocol::packets) {
+      f.template operator()<collective_protocol::packets>();
+      return;
+    }
+  }
+  f.template operator()<collective_protocol::rounds>();
+}
 
 /// How a collective was entered, for the packet protocol's slot reuse (top of this header).
 enum class collective_entry {
@@ -181,15 +212,33 @@ __device__ GPUCOMM_FORCEINLINE void load_lines(line_halves (&v)[K][packet_unit<T
         v[k][p] = load_line(block + (first_index + k * stride) * packet_unit<T>::lines + p);
 }
 
-/// One packet epoch over units [first, first + units) of the message (n elements of src, folded
-/// into dst): steps 1-3 at the top of this header, in waves of packet_lines_in_flight lines per
-/// thread. The caller has ordered this epoch's stores after the group's polls of the previous one.
-template <class Op, class T, class Tr, group G, class Epilogue>
+/// What a packet exchange does with every member's units (packet_round below).
+enum class packet_mode {
+  fold,  ///< dst[e] = epilogue(e, the units of every member folded in team-rank order): allreduce, reduce_scatter
+  copy,  ///< rank r's units into dst + r * stride: allgather, alltoall
+};
+
+/// Per-thread accumulators of a fold, nothing for a copy (whose T need not be reducible).
+template <packet_mode Mode, class T>
+struct packet_accumulator {
+  using type = char;
+};
+template <class T>
+struct packet_accumulator<packet_mode::fold, T> {
+  using type = accumulator_t<T>;
+};
+
+/// One packet epoch over units [first, first + units) of a message of n elements: steps 1-3 at the
+/// top of this header, in waves of packet_lines_in_flight lines per thread. This member sends
+/// member r the units of source(r) (Uniform: source(r) is the same for every r, loaded once), and
+/// its own units are those of source(rank). `aligned`: every source(r) and every destination of
+/// the mode is 8-byte aligned (then whole units go as 8-byte loads and stores). The caller has
+/// ordered this epoch's stores after the group's polls of the previous one.
+template <packet_mode Mode, bool Uniform, class Op, class T, class Tr, group G, class Source, class Epilogue>
 __device__ void packet_round(comm<Tr> const& c, G const& g, round_context const& x, std::uint64_t epoch, T* dst,
-                             T const* src, std::size_t n, std::size_t first, std::size_t units, bool aligned,
-                             Epilogue const& epilogue) {
+                             std::size_t stride, Source&& source, std::size_t n, std::size_t first, std::size_t units,
+                             bool aligned, Epilogue const& epilogue) {
   using U = packet_unit<T>;
-  using R = element_reduction<T>;
   constexpr std::size_t K = packet_lines_in_flight / U::lines;  // units per thread and wave
   constexpr std::size_t E = U::elements;
   constexpr std::size_t L = U::lines;
@@ -199,34 +248,51 @@ __device__ void packet_round(comm<Tr> const& c, G const& g, round_context const&
   // This thread's units of a wave: `at + k * gs` for k < K, those below `units`.
   for (std::size_t at = group_rank(g); at < units; at += K * gs) {
     auto live = [&](std::size_t k) { return at + k * gs < units; };
-    // 1. Load them.
-    U mine[K];
+    auto element = [&](std::size_t k) { return (first + at + k * gs) * E; };
+    auto have = [&](std::size_t k) { return n - element(k) < E ? n - element(k) : E; };
+    auto load = [&](U(&u)[K], T const* from) {
 #pragma unroll
-    for (std::size_t k = 0; k < K; ++k) {
-      mine[k] = U{};
-      if (live(k)) {
-        std::size_t const e = (first + at + k * gs) * E;
-        mine[k] = load_unit(src + e, n - e < E ? n - e : E, aligned);
-      }
-    }
-    // 2. Store them into this member's block of every other member's slot, from the next rank on.
+      for (std::size_t k = 0; k < K; ++k) u[k] = live(k) ? load_unit(from + element(k), have(k), aligned) : U{};
+    };
+    // 1. Load this member's own units.
+    U mine[K];
+    load(mine, source(x.rank));
+    // 2. Store every other member's units into this member's block of its slot, from the next rank on.
     for (int step = 1; step < x.size; ++step) {
       int const r = x.peer_after(step);
+      U theirs[K];
+      if constexpr (Uniform) {
+#pragma unroll
+        for (std::size_t k = 0; k < K; ++k) theirs[k] = mine[k];
+      } else {
+        load(theirs, source(r));
+      }
       packet_line* const to = c.remote(sym_ptr<packet_line>(own_block), x.ws.members.pe_of(r));
 #pragma unroll
       for (std::size_t k = 0; k < K; ++k)
         if (live(k))
 #pragma unroll
-          for (std::size_t p = 0; p < L; ++p) store_line(to + (at + k * gs) * L + p, mine[k].words[p], flag);
+          for (std::size_t p = 0; p < L; ++p) store_line(to + (at + k * gs) * L + p, theirs[k].words[p], flag);
     }
-    // 3. Every member's units, folded in rank order. The next member's lines are loaded before this
+    // 3. Every member's units, in rank order. The next member's lines are loaded before this
     // member's are checked: two members' loads in flight.
     auto block_of = [&](int r) { return reinterpret_cast<packet_line const*>(x.ws.packet_block(x.part, epoch, r)); };
     auto next_peer = [&](int r) { return r + 1 == x.rank ? r + 2 : r + 1; };
+    // Units as they go to memory: whole units as 8-byte stores where aligned.
+    auto store = [&](T* to, U const& u, std::size_t k) {
+      if (aligned && have(k) == E) {
+#pragma unroll
+        for (std::size_t p = 0; p < L; ++p) reinterpret_cast<std::uint64_t*>(to + element(k))[p] = u.words[p];
+      } else {
+#pragma unroll
+        for (std::size_t i = 0; i < E; ++i)
+          if (i < have(k)) to[element(k) + i] = unit_element(u, i);
+      }
+    };
     line_halves pending[K][L];
     int loading = next_peer(-1);
     if (loading < x.size) load_lines<T>(pending, block_of(loading), at, gs, units);
-    accumulator_t<T> acc[K][E];
+    [[maybe_unused]] typename packet_accumulator<Mode, T>::type acc[K][E];
     for (int r = 0; r < x.size; ++r) {
       U got[K];
       if (r == x.rank) {
@@ -265,36 +331,40 @@ __device__ void packet_round(comm<Tr> const& c, G const& g, round_context const&
 #pragma unroll
           for (std::size_t p = 0; p < L; ++p) got[k].words[p] = v[k][p].data();
       }
+      if constexpr (Mode == packet_mode::fold) {
+        using R = element_reduction<T>;
 #pragma unroll
-      for (std::size_t k = 0; k < K; ++k) {
-        if (!live(k)) continue;
+        for (std::size_t k = 0; k < K; ++k) {
+          if (!live(k)) continue;
 #pragma unroll
-        for (std::size_t i = 0; i < E; ++i) {
-          auto const value = R::to_accumulator(unit_element(got[k], i));
-          acc[k][i] = r == 0 ? value : R::template combine<Op>(acc[k][i], value);
+          for (std::size_t i = 0; i < E; ++i) {
+            auto const value = R::to_accumulator(unit_element(got[k], i));
+            acc[k][i] = r == 0 ? value : R::template combine<Op>(acc[k][i], value);
+          }
+        }
+      } else {
+        T* const to = dst + static_cast<std::size_t>(r) * stride;
+        if (r != x.rank || to != source(x.rank)) {  // in place, the own block is already there
+#pragma unroll
+          for (std::size_t k = 0; k < K; ++k)
+            if (live(k)) store(to, got[k], k);
         }
       }
     }
-    // 4. The folded units into dst: whole units as 8-byte stores where aligned.
+    // 4. The folded units into dst, each element through the epilogue.
+    if constexpr (Mode == packet_mode::fold) {
+      using R = element_reduction<T>;
 #pragma unroll
-    for (std::size_t k = 0; k < K; ++k) {
-      if (!live(k)) continue;
-      std::size_t const e = (first + at + k * gs) * E;
-      std::size_t const have = n - e < E ? n - e : E;
-      U out{};
+      for (std::size_t k = 0; k < K; ++k) {
+        if (!live(k)) continue;
+        U out{};
 #pragma unroll
-      for (std::size_t i = 0; i < E; ++i) {
-        T v = R::from_accumulator(acc[k][i]);
-        if (i < have) v = epilogue(e + i, v);
-        set_unit_element(out, i, v);
-      }
-      if (aligned && have == E) {
-#pragma unroll
-        for (std::size_t p = 0; p < L; ++p) reinterpret_cast<std::uint64_t*>(dst + e)[p] = out.words[p];
-      } else {
-#pragma unroll
-        for (std::size_t i = 0; i < E; ++i)
-          if (i < have) dst[e + i] = unit_element(out, i);
+        for (std::size_t i = 0; i < E; ++i) {
+          T v = R::from_accumulator(acc[k][i]);
+          if (i < have(k)) v = epilogue(element(k) + i, v);
+          set_unit_element(out, i, v);
+        }
+        store(dst, out, k);
       }
     }
   }
@@ -317,30 +387,35 @@ __device__ bool team_load_stores(comm<Tr> const& c, round_context const& x) {
   return true;
 }
 
-/// One-shot allreduce in packet epochs: this part's share of the message's units, in chunks of one
-/// block's lines per epoch; every member stores its chunk into every other member and folds all of
-/// them in rank order into dst, each element through the epilogue (epilogue.cuh). src and dst are
-/// the same or do not overlap.
-template <class Op, class T, class Tr, group G, class Epilogue>
-__device__ void fold_packets(comm<Tr> const& c, G const& g, round_context const& x, T* dst, T const* src, std::size_t n,
-                             collective_entry entry, Epilogue const& epilogue) {
-  if constexpr (reduction_takes<Op, T>) {  // else require_reduction has said why
-    using U = packet_unit<T>;
-    std::size_t const units = (n + U::elements - 1) / U::elements;
-    // Shares split at whole granules (a granule above 1 is a whole number of units).
-    std::size_t const unit_granule = x.granule > U::elements ? x.granule / U::elements : 1;
-    element_range const mine = granule_range(units, unit_granule, x.part, x.ws.parts);
-    std::size_t const per_epoch = x.ws.block_bytes / sizeof(packet_line) / U::lines;
-    std::size_t const epochs = rounds_for(mine.size(), per_epoch);
-    if (epochs == 0) return;  // the same at every member: no epoch drawn
-    std::uint64_t const first = next_epochs(g, x.words + collective_workspace::packet_round_word, epochs);
-    bool const aligned = ((reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst)) & 7u) == 0;
-    for (std::size_t j = 0; j < epochs; ++j) {
-      if (j > 0) group_sync(g);  // every thread's polls of the previous epoch are over
-      if (j > 0 || entry == collective_entry::device_call) order_packet_epoch(g);
-      element_range const chunk = chunk_of(mine.size(), j, per_epoch);
-      packet_round<Op>(c, g, x, first + j, dst, src, n, mine.lo + chunk.lo, chunk.size(), aligned, epilogue);
-    }
+/// A one-shot exchange in packet epochs (allreduce packets; allgather, alltoall and reduce_scatter
+/// up to the packet limit): this part's share of the message's units, in chunks of one block's lines
+/// per epoch; every member sends every other member r its units of source(r) and, in Mode, folds
+/// every member's units in rank order into dst or copies rank r's into dst + r * stride
+/// (packet_round). The sources and the destinations are the same or do not overlap.
+template <packet_mode Mode, bool Uniform, class Op, class T, class Tr, group G, class Source,
+          class Epilogue = identity_epilogue>
+__device__ void exchange_packets(comm<Tr> const& c, G const& g, round_context const& x, T* dst, std::size_t stride,
+                                 Source&& source, std::size_t n, collective_entry entry,
+                                 Epilogue const& epilogue = {}) {
+  using U = packet_unit<T>;
+  std::size_t const units = (n + U::elements - 1) / U::elements;
+  // Shares split at whole granules (a granule above 1 is a whole number of units).
+  std::size_t const unit_granule = x.granule > U::elements ? x.granule / U::elements : 1;
+  element_range const mine = granule_range(units, unit_granule, x.part, x.ws.parts);
+  std::size_t const per_epoch = x.ws.block_bytes / sizeof(packet_line) / U::lines;
+  std::size_t const epochs = rounds_for(mine.size(), per_epoch);
+  if (epochs == 0) return;  // the same at every member: no epoch drawn
+  std::uint64_t const first = next_epochs(g, x.words + collective_workspace::packet_round_word, epochs);
+  auto misaligned = [](void const* p) { return (reinterpret_cast<std::uintptr_t>(p) & 7u) != 0; };
+  bool aligned = !misaligned(dst);
+  for (int r = 0; r < x.size; ++r)
+    aligned = aligned && !misaligned(source(r)) && !misaligned(dst + static_cast<std::size_t>(r) * stride);
+  for (std::size_t j = 0; j < epochs; ++j) {
+    if (j > 0) group_sync(g);  // every thread's polls of the previous epoch are over
+    if (j > 0 || entry == collective_entry::device_call) order_packet_epoch(g);
+    element_range const chunk = chunk_of(mine.size(), j, per_epoch);
+    packet_round<Mode, Uniform, Op>(c, g, x, first + j, dst, stride, source, n, mine.lo + chunk.lo, chunk.size(),
+                                    aligned, epilogue);
   }
 }
 
