@@ -115,6 +115,11 @@ struct nic_model_of<gpucomm::ProxyQueue> {
 using nic_model_transport = typename nic_model_of<transport_under_test>::type;
 /// Whether operations go through the NIC model, whose faults (nic_model_faults) can be injected.
 inline constexpr bool has_nic_model = !std::is_void_v<nic_model_transport>;
+/// Whether a host thread moves the data of some operations through the CUDA runtime (ProxyQueue's
+/// proxy, the NIC model): main() then loads every kernel at start-up (CUDA_MODULE_LOADING=EAGER),
+/// because a kernel's lazy first load waits for the kernels running, and they may wait for that
+/// thread, whose CUDA calls wait for the load (docs/collectives.md, host launchers).
+inline constexpr bool host_agent = has_leg<transport_under_test, gpucomm::ProxyQueue> || has_nic_model;
 /// Operations through the NIC model cost tens of microseconds each (the model is a host thread
 /// moving bytes with cudaMemcpy): loop-heavy tests divide their round counts by this.
 inline constexpr int model_slowdown = has_nic_model ? 10 : 1;
