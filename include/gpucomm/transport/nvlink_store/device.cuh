@@ -48,10 +48,6 @@
 
 namespace gpucomm {
 
-namespace detail {
-class nvlink_store_host;
-}
-
 struct NVLinkStore {
   static constexpr char const* name = "NVLinkStore";
   static constexpr capabilities caps{.put = true,

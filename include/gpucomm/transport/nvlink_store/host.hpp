@@ -1,18 +1,19 @@
 #pragma once
 // NVLinkStore, host half: hands out device states, refusing a PE that cannot load and store some
-// other PE's heap. The device side is nvlink_store/device.cuh.
+// other PE's heap. The device side is nvlink_store/device.cuh. It needs the world's definition only
+// where world::comm instantiates it, so this header does not include host/world.hpp.
 
 #include <string>
 
 #include "../../error.hpp"
-#include "../../host/world.hpp"
 #include "state.hpp"
 
 namespace gpucomm::detail {
 
-class nvlink_store_host {
+template <class World>
+class load_store_host {
  public:
-  explicit nvlink_store_host(world& w) : world_(&w) {}
+  explicit load_store_host(World& w) : world_(&w) {}
   /// Whether PE `from` reaches PE `to` through this transport (world::reaches, composite transports).
   bool reaches(int from, int to) const { return world_->can_load_store(from, to); }
   /// PE `pe`'s device state for a composite transport that sends it only to the peers it reaches
@@ -33,7 +34,7 @@ class nvlink_store_host {
   }
 
  private:
-  world* world_;
+  World* world_;
 };
 
 }  // namespace gpucomm::detail

@@ -77,10 +77,6 @@
 
 namespace gpucomm {
 
-namespace detail {
-class nvlink_store_host;
-}
-
 #if defined(__CUDACC__)
 /// For threads outside the calling group that wrote a P2PCopy put's shared-memory source: orders
 /// those writes before the bulk-copy unit's reads (fence.proxy.async.shared::cta). Run it after
