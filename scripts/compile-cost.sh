@@ -20,10 +20,11 @@
 # the ratios issue 54 sets as targets (umbrella / (cub + atomic) <= 1.0 in time and memory,
 # (comm + nvlink_store) / (atomic + cg) <= 1.5) and, with several revisions, each case against the
 # first revision; --json PATH writes the same as JSON (schema gpucomm.compile-cost/1).
-#   scripts/compile-cost.sh --headers [--runs N] [--rev REV ...] [--json PATH] [--debug 0|1]
+#   scripts/compile-cost.sh --headers [--runs N] [--rev REV ...] [--json PATH] [--debug 0|1] [--twenty "1 2 3"]
 # --rev (repeatable, in order; default WORKTREE) measures a git revision, extracted into a temporary
 # folder, or WORKTREE, this checkout as it is: `--rev 7d40532 --rev WORKTREE` is before and after in
-# one run. --debug sets GPUCOMM_DEBUG (default: unset, gpucomm's own default).
+# one run. --debug sets GPUCOMM_DEBUG (default: unset, gpucomm's own default). --twenty: the transports
+# twenty_kernels.cu is measured with (default "1 2 3"; "" measures the headers alone).
 set -euo pipefail
 caller=$PWD
 cd "$(dirname "$0")/.."
@@ -31,6 +32,7 @@ source scripts/lib/common.sh
 mode=ops
 debug=
 transports="1 2 3"
+twenty="1 2 3"
 sources=$(ls tests/gpu/ops/*.cu)
 runs=3
 revs=()
@@ -40,6 +42,7 @@ while [ $# -gt 0 ]; do
     --headers) mode=headers; shift ;;
     --debug) debug=$2; shift 2 ;;
     --transports) transports=$2; shift 2 ;;
+    --twenty) twenty=$2; shift 2 ;;
     --sources) sources=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --rev) revs+=("$2"); shift 2 ;;
@@ -131,7 +134,7 @@ headers_mode() {
     for i in "${!revs[@]}"; do
       measure "$i" umbrella "$run" "$tmp/umbrella.cu" "${trees[$i]}"
       measure "$i" comm_nvlink "$run" "$tmp/comm_nvlink.cu" "${trees[$i]}"
-      for t in 1 2 3; do
+      for t in $twenty; do
         if [ -f "${trees[$i]}/benchmarks/compile/twenty_kernels.cu" ]; then
           measure "$i" "twenty_kernels.$t" "$run" "${trees[$i]}/benchmarks/compile/twenty_kernels.cu" "${trees[$i]}" \
               -DGPUCOMM_TEST_TRANSPORT="$t"
