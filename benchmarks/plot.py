@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Plots of one results file: gpucomm next to each peer (NVSHMEM, NCCL) and the raw CUDA references.
 
-  plot.py benchmarks/results/<stem>.json --out benchmarks/results/<stem>-plots
+  plot.py <dir>/<stem>.json --out <dir>/<stem>-plots     # a run, as scripts/bench.sh writes it
+  plot.py benchmarks/results/<kind>/latest.json --out /tmp/<kind>-plots   # a stored run
 Writes one PNG per case (and per variant/scope where the case has them). Needs matplotlib.
 """
 import argparse
-import json
 import os
 import textwrap
 from collections import defaultdict
@@ -14,6 +14,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from report import load_results  # noqa: E402  (beside this file)
 
 COLORS = {"gpucomm": "tab:blue", "nvshmem": "tab:green", "nccl": "tab:orange", "cuda": "tab:gray"}
 # When a plot has several series per library (CTA counts, PE counts), colour tells the series apart
@@ -212,8 +214,7 @@ def main():
     ap.add_argument("results")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    with open(a.results) as f:
-        doc = json.load(f)
+    doc = load_results(a.results)
     rows = [r for r in doc.get("rows", []) if r.get("status") == "ok"]
     os.makedirs(a.out, exist_ok=True)
 

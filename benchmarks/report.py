@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Merge the rows of one benchmark run into benchmarks/results/<stem>.json and <stem>.md.
+"""Merge the rows of one benchmark run into <out>.json and <out>.md.
 
 Standard library only (the GPU machine may lack anything else). Called by scripts/bench.sh:
   report.py --rows rows.jsonl --status status.jsonl --machine machine.json --topo topo.txt
-            --driver driver.txt --command "scripts/bench.sh ..." --gpus N --quick 0|1 --seconds S
-            --out benchmarks/results/<stem>
+            --driver driver.txt --command "scripts/bench.sh ..." --commit C --gpus N --quick 0|1
+            --seconds S --out <dir>/<stem>
             [--ncu ncu.csv --ncu-launches launches.jsonl]   # ncu --csv --page raw of copy_profile
   report.py verbs-rows --json verbs.json --rc RC [--note TEXT]   # bench_verbs_posting's JSON as rows
-Then, by hand, the results section of docs/benchmarks.md (headline table and plots):
-  report.py docs --results benchmarks/results/<stem>.json [--out docs/benchmarks.md] [--limits <other>.json]
+  report.py markdown RESULTS.json   # rewrite RESULTS.md from RESULTS.json (a run, or a stored latest.json)
+<out>.json is a run (schema gpucomm.bench-run/1, rows as objects). scripts/render_results.py
+record --bench stores one as benchmarks/results/<kind>/latest.json (schema gpucomm.bench-results/1:
+the same document with its rows as a table, stored_rows() below) and renders the docs from it.
 """
 import argparse
 import csv
@@ -711,151 +713,53 @@ def verbs_rows_main(argv):
         print(json.dumps(x))
 
 
-# ---- docs: the results section of docs/benchmarks.md ---------------------------------------------
+# ---- stored results: a run's rows as a table -------------------------------------------------------
 
-DOCS_BEGIN = "<!-- BEGIN generated results: benchmarks/report.py docs; edits between these lines are overwritten -->"
-DOCS_END = "<!-- END generated results -->"
-
-# (section, [(plot name, caption)]): embedded in this order when the PNG exists; others are linked.
-DOCS_PLOTS = [
-    ("Bandwidth", [
-        ("put_bw_uni_block", "put_bw, PE 0 -> 1, block scope, each CTA count, with the copy-engine line"),
-        ("put_bw_bidir_block", "put_bw, both directions (GB/s summed), block scope"),
-        ("get_bw_uni_block", "get_bw, PE 0 <- 1, block scope"),
-        ("put_bw_uni_warp", "put_bw, PE 0 -> 1, warp scope"),
-        ("put_bw_uni_thread", "put_bw, PE 0 -> 1, thread scope"),
-    ]),
-    ("Latency", [
-        ("put_signal_pingpong_thread", "put_signal ping-pong, one way, thread scope, with the flag ping-pong line"),
-        ("put_latency_thread", "put_nbi + quiet, thread scope"),
-        ("p_latency", "p + quiet"),
-        ("atomic_latency", "atomic latency"),
-        ("atomic_rate", "non-fetching atomic rate"),
-    ]),
-    ("Synchronisation and collectives", [
-        ("barrier", "barrier on 2 and 4 PEs"),
-        ("all_reduce", "all_reduce in a CUDA graph: gpucomm and NCCL"),
-    ]),
-    ("Device collectives next to NCCL (nccl-tests semantics)", [
-        ("coll_allreduce", "allreduce: time per call and busbw, gpucomm and NCCL"),
-        ("coll_allgather", "allgather: time per call and busbw, gpucomm and NCCL"),
-        ("coll_alltoall", "alltoall: time per call and busbw, gpucomm and NCCL"),
-        ("coll_reduce_scatter", "reduce_scatter: time per call and busbw, gpucomm and NCCL"),
-        ("coll_alltoallv", "alltoallv (gpucomm; uniform and skewed counts)"),
-    ]),
-    ("verbs_gpu posting (software NIC model, drain-only)", [
-        ("verbs_posting", "WQEs posted per second by scope, and post-to-doorbell latency"),
-    ]),
-    ("Physical references", [
-        ("ce_copy", "copy engine (cudaMemcpyPeerAsync)"),
-        ("sm_store", "plain SM stores into peer memory"),
-    ]),
-]
+RUN_SCHEMA = "gpucomm.bench-run/1"  # what main writes: rows as objects
+STORED_SCHEMA = "gpucomm.bench-results/1"  # benchmarks/results/<kind>/latest.json: rows as a table
+# The table's columns, in this order, then any other field a row has (sorted).
+COLUMNS = ("case", "library", "transport", "variant", "scope", "ctas", "threads", "npes", "size", "metric", "value",
+           "min", "max", "unit", "iterations", "repetitions", "grid_barrier", "status", "note")
 
 
-def rel(path, start_dir):
-    return os.path.relpath(os.path.abspath(path), os.path.abspath(start_dir)).replace(os.sep, "/")
+def stored_rows(rows):
+    """(columns, notes, table): a list per row, its fields in the order of columns (null where the row has
+    none), its note the index of its text in notes (each text once: many rows share one)."""
+    extra = sorted({k for r in rows for k in r} - set(COLUMNS))
+    columns = list(COLUMNS) + extra
+    notes, index = [], {}
+    table = []
+    for r in rows:
+        cells = [r.get(c) for c in columns]
+        note = r.get("note")
+        if note is not None:
+            if note not in index:
+                index[note] = len(notes)
+                notes.append(note)
+            cells[columns.index("note")] = index[note]
+        table.append(cells)
+    return columns, notes, table
 
 
-def docs_section(results_path, out_path, limits_path=""):
-    """The generated results section: the run, the headline table, what limits NVLinkStore (from limits_path
-    when given, a run with the isolating variants), the plots, as links relative to out_path."""
-    with open(results_path) as f:
+def rows_from_table(columns, notes, table):
+    """The rows of stored_rows' table as objects; a null cell is a field the row does not have."""
+    note = columns.index("note") if "note" in columns else -1
+    rows = []
+    for cells in table:
+        r = {c: v for c, v in zip(columns, cells) if v is not None}
+        if note >= 0 and cells[note] is not None:
+            r["note"] = notes[cells[note]]
+        rows.append(r)
+    return rows
+
+
+def load_results(path):
+    """A results document (a run, or a stored latest.json) with its rows as objects."""
+    with open(path) as f:
         doc = json.load(f)
-    rows = doc.get("rows", [])
-    limits_doc = doc
-    if limits_path:
-        with open(limits_path) as f:
-            limits_doc = json.load(f)
-    here = os.path.dirname(os.path.abspath(out_path))
-    stem = results_path[:-5] if results_path.endswith(".json") else results_path
-    m = doc.get("machine", {})
-    gpus = m.get("gpu_count_used") or m.get("gpu_count_visible") or "?"
-    src = rel(results_path, here)
-    cmd = f"python3 benchmarks/report.py docs --results {rel(results_path, '.')} --out {rel(out_path, '.')}"
-    if limits_path:
-        cmd += f" --limits {rel(limits_path, '.')}"
-    md = [DOCS_BEGIN, f"<!-- regenerate: {cmd} -->", ""]
-    md.append(f"### {m.get('gpu_name', 'unknown GPU')} x {gpus}, {doc.get('date', '')[:10]} ({doc.get('mode', '')} sweep)")
-    md.append("")
-    links = [f"[`{os.path.basename(stem)}.json`]({src}) (every row, the machine)"]
-    if os.path.exists(stem + ".md"):
-        links.insert(0, f"[`{os.path.basename(stem)}.md`]({rel(stem + '.md', here)}) (every table, errors)")
-    md.append("Source: " + ", ".join(links) + ".")
-    md.append(f"Command `{doc.get('command', '').strip()}`; driver {m.get('driver_version') or 'n/a'}, CUDA runtime "
-              f"{m.get('cuda_runtime_version')}; NVLink multicast off; gpucomm `comm<NVLinkStore>` except the "
-              "P2PCopy and ProxyQueue lines.")
-    md.append("")
-    md.extend(headline_md(rows))
-    md.append("")
-    total, below = vs_nvshmem(rows)
-    if total:
-        md.append(f"put_bw (block scope): gpucomm is below NVSHMEM at {len(below)} of {total} points compared "
-                  "(listed in the results `.md`).")
-    limits = limits_md(limits_doc.get("rows", []), limits_doc.get("profile", []))
-    if limits:
-        md += ["#### What limits NVLinkStore (measured)", ""]
-        if limits_path:
-            lm = limits_doc.get("machine", {})
-            md += [f"From [`{os.path.basename(limits_path)}`]({rel(limits_path, here)}): "
-                   f"{lm.get('gpu_name', '?')} x {lm.get('gpu_count_used', '?')}, {limits_doc.get('date', '')[:10]}, "
-                   f"command `{limits_doc.get('command', '').strip()}`; gpucomm and the variants in the same run.", ""]
-        md += limits + [""]
-    bad = [x for x in rows if x.get("status") != "ok"]
-    failed_runs = [x for x in doc.get("runs", []) if str(x.get("rc")) != "0"]
-    if bad or failed_runs:
-        cases = sorted({f"{x.get('library')} {x.get('case')}" for x in bad})
-        md.append(f"Not measured: {len(bad)} points ({', '.join(cases) or 'none'}), {len(failed_runs)} runs with a "
-                  "non-zero exit status; see the results `.md`.")
-    md.append("")
-    plots = stem + "-plots"
-    shown = set()
-    if os.path.isdir(plots):
-        for section, items in DOCS_PLOTS:
-            present = [(n, c) for n, c in items if os.path.exists(os.path.join(plots, n + ".png"))]
-            if not present:
-                continue
-            md.append(f"#### {section}")
-            md.append("")
-            for n, c in present:
-                md.append(f"![{c}]({rel(os.path.join(plots, n + '.png'), here)})")
-                md.append("")
-                shown.add(n)
-        others = sorted(f[:-4] for f in os.listdir(plots) if f.endswith(".png") and f[:-4] not in shown)
-        if others:
-            md.append("Other plots: " + ", ".join(f"[{n}]({rel(os.path.join(plots, n + '.png'), here)})"
-                                                  for n in others) + ".")
-            md.append("")
-    else:
-        md.append(f"(No plots: `{rel(plots, '.')}/` does not exist; run benchmarks/plot.py.)")
-        md.append("")
-    md.append(DOCS_END)
-    return "\n".join(md) + "\n"
-
-
-def docs_main(argv):
-    ap = argparse.ArgumentParser(prog="report.py docs",
-                                 description="write the results section (headline table, plots) of a docs page")
-    ap.add_argument("--results", required=True, help="benchmarks/results/<stem>.json (its -plots/ beside it)")
-    ap.add_argument("--out", default="docs/benchmarks.md",
-                    help="the page: the text between its BEGIN/END generated-results markers is replaced; a file "
-                         "that does not exist is created with the section alone")
-    ap.add_argument("--limits", default="",
-                    help="another results JSON whose isolating variants and counters to show (default: --results)")
-    a = ap.parse_args(argv)
-    section = docs_section(a.results, a.out, a.limits)
-    if os.path.exists(a.out):
-        with open(a.out) as f:
-            page = f.read()
-        i, j = page.find(DOCS_BEGIN), page.find(DOCS_END)
-        if i < 0 or j < i:
-            raise SystemExit(f"{a.out} has no '{DOCS_BEGIN}' ... '{DOCS_END}' markers; not overwriting it")
-        page = page[:i] + section.rstrip("\n") + page[j + len(DOCS_END):]
-    else:
-        page = section
-    with open(a.out, "w") as f:
-        f.write(page)
-    print(f"wrote the results section of {a.out} from {a.results}")
+    if doc.get("schema") == STORED_SCHEMA:
+        doc = dict(doc, rows=rows_from_table(doc["columns"], doc["notes"], doc["rows"]))
+    return doc
 
 
 def sweep_mode(quick, command):
@@ -868,13 +772,10 @@ def sweep_mode(quick, command):
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "verbs-rows":
         return verbs_rows_main(sys.argv[2:])
-    if len(sys.argv) > 1 and sys.argv[1] == "docs":
-        return docs_main(sys.argv[2:])
     if len(sys.argv) > 1 and sys.argv[1] == "markdown":
         # report.py markdown RESULTS.json: rewrite RESULTS.md from the JSON (after a change here).
         stem = sys.argv[2][:-len(".json")] if sys.argv[2].endswith(".json") else sys.argv[2]
-        with open(stem + ".json") as f:
-            return markdown(json.load(f), stem)
+        return markdown(load_results(stem + ".json"), stem)
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", required=True)
     ap.add_argument("--status", default="")
@@ -882,6 +783,7 @@ def main():
     ap.add_argument("--topo", default="")
     ap.add_argument("--driver", default="")
     ap.add_argument("--command", default="")
+    ap.add_argument("--commit", default="unknown", help="the commit the benchmarks were built from")
     ap.add_argument("--gpus", type=int, default=0)
     ap.add_argument("--quick", type=int, default=0)
     ap.add_argument("--seconds", type=float, default=0)
@@ -909,6 +811,8 @@ def main():
         "topology": read(a.topo),
     }
     doc = {
+        "schema": RUN_SCHEMA,
+        "commit": a.commit,
         "command": a.command,
         "note": a.note,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -959,6 +863,14 @@ def p2pcopy_md(rows, size=256 * 1024 * 1024, grid=(1, 4, 8)):
 
 def markdown(doc, out):
     """Writes <out>.md from a results document (what main writes to <out>.json)."""
+    with open(out + ".md", "w") as f:
+        f.write(markdown_text(doc))
+    bad = [x for x in doc["rows"] if x.get("status") != "ok"]
+    print(f"wrote {out}.md ({len(doc['rows'])} rows, {len(bad)} not ok)")
+
+
+def markdown_text(doc):
+    """The markdown report of a results document (rows as objects): headline, errors, every table."""
     rows, runs = doc["rows"], doc.get("runs", [])
     md = [f"# gpucomm benchmarks: {doc['machine']['gpu_name']} x {doc['machine']['gpu_count_used']}" + (" (smoke)" if doc.get('note') else ""), ""]
     if doc.get('note'):
@@ -1019,9 +931,7 @@ def markdown(doc, out):
         md.append("```")
         md.append(doc['machine']["topology"])
         md.append("```")
-    with open(out + ".md", "w") as f:
-        f.write("\n".join(md) + "\n")
-    print(f"wrote {out}.md ({len(rows)} rows, {len(bad)} not ok)")
+    return "\n".join(md) + "\n"
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 # library found (NVSHMEM, NCCL) and the verbs_gpu posting benchmark (GPU 0, software NIC model),
 # in one go:
 #   scripts/bench.sh [--quick] [--gpus N] [--budget-s S] [--skip-build] [--no-profile] [--smoke]
-#                    [--cases "reduce_scatter alltoallv"]
+#                    [--cases "reduce_scatter alltoallv"] [--record KIND]
 # --cases: only the named cases (as the results name them: barrier, put_bw, allreduce, ...), at
 # every PE count they run at, e.g. to finish the sweeps a budget cut; the stem ends in -cases. A
 # name that matches no case of the sweep is reported, and the script exits 2 after the others ran.
@@ -13,9 +13,13 @@
 # GPU per PE: NCCL's collective rows are "skipped" rows saying so). The figures are smoke: the stem
 # ends in -smoke and the markdown says so. Used to tune copy pipelines and to check that the
 # collective cases run, never quoted as link figures.
-# Writes benchmarks/results/<date>-<gpu>-<n>gpu.{json,md} (+ -plots/*.png when matplotlib is there),
-# and copies them to $OUT when it is set. Every case runs in its own process under a timeout, so a
-# case that fails or hangs costs only its own rows; the results file is written whatever happens.
+# Writes <date>-<gpu>-<n>gpu.{json,md} (+ -plots/*.png when matplotlib is there), the raw rows and
+# the logs to $OUT/results, or to a temporary folder when OUT is not set: never into the tree.
+# --record KIND: then store the run as the machine kind's latest results (KIND: the GPU model and
+# count, e.g. h100-x4) through scripts/render_results.py record, which renders the docs from them;
+# commit what it writes (benchmarks/results/README.md). A --cases run is not recorded: it would
+# replace a whole sweep. Every case runs in its own process under a timeout, so a case that fails
+# or hangs costs only its own rows; the results file is written whatever happens.
 # The isolating variants (bench_cuda's *_limits cases) run with the rest, and where ncu is installed
 # the copy variants are profiled once (hardware counters into the results; --no-profile skips it).
 # Time: --quick < 4 minutes, full < 9 minutes on 4 H200 (build included); --budget-s caps the run.
@@ -31,6 +35,7 @@ skip_build=0
 profile=1
 smoke=0
 only_cases=""
+record_kind=""
 command_line="scripts/bench.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -41,11 +46,16 @@ while [ $# -gt 0 ]; do
     --no-profile) profile=0 ;;
     --smoke) smoke=1 ;;
     --cases) only_cases=$2; shift ;;
-    -h|--help) sed -n 2,21p "$0"; exit 0 ;;
+    --record) record_kind=$2; shift ;;
+    -h|--help) sed -n 2,26p "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
+if [ -n "$record_kind" ] && ! [[ $record_kind =~ ^[a-z0-9]+-x[1-9][0-9]*$ ]]; then
+  echo "--record takes a machine kind, the GPU model and count in lower case (e.g. h100-x4), not '$record_kind'" >&2
+  exit 2
+fi
 
 start=$(date +%s)
 if [ -z "$budget" ]; then budget=$([ $quick = 1 ] && echo 225 || echo 525); fi
@@ -67,14 +77,16 @@ gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head 
 [ -z "$gpu_name" ] && gpu_name=unknown-gpu
 stamp=$(date -u +%Y-%m-%d)
 stem="${stamp}-${gpu_name}-${gpus}gpu$([ $quick = 1 ] && echo -quick)$([ $smoke = 1 ] && echo -smoke)$([ -n "$only_cases" ] && echo -cases)"
-results=benchmarks/results
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpucomm-bench.XXXXXX")
+results=${OUT:+$OUT/results}
+results=${results:-$work/results}
+commit=${GPUCOMM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 rows=$work/rows.jsonl
 status=$work/status.jsonl
 log=$work/bench.log
 : >"$rows"; : >"$status"
 mkdir -p "$results"
-echo "gpucomm benchmarks: $stem (budget ${budget}s, work dir $work)"
+echo "gpucomm benchmarks: $stem (budget ${budget}s, results to $results)"
 
 record() {  # record CASE LIBRARY NPES RC SECONDS NOTE
   printf '{"case":"%s","library":"%s","npes":%s,"rc":%s,"seconds":%s,"note":"%s"}\n' "$1" "$2" "$3" "$4" "$5" "$6" >>"$status"
@@ -332,7 +344,7 @@ done
 # ---- report --------------------------------------------------------------------------------------------
 if [ -n "$python" ]; then
   "$python" benchmarks/report.py --rows "$rows" --status "$status" --machine "$machine" --topo "$work/topo.txt" \
-    --driver "$work/driver.txt" --command "$command_line" --gpus "$gpus" --quick "$quick" \
+    --driver "$work/driver.txt" --command "$command_line" --commit "$commit" --gpus "$gpus" --quick "$quick" \
     --seconds "$(elapsed)" --note "$smoke_note" --ncu "$work/ncu.csv" --ncu-launches "$work/ncu-launches.jsonl" --out "$results/$stem" || echo "report.py failed"
   if "$python" -c 'import matplotlib' 2>/dev/null; then
     "$python" benchmarks/plot.py "$results/$stem.json" --out "$results/$stem-plots" || echo "plot.py failed"
@@ -345,13 +357,18 @@ fi
 # Whatever happened above, the raw rows and logs are kept beside the results.
 cp "$rows" "$results/$stem.rows.jsonl" 2>/dev/null
 cp "$log" "$results/$stem.log" 2>/dev/null
+cp "$work"/*.log "$results/" 2>/dev/null
 [ -f "$results/$stem.json" ] || cp "$rows" "$results/$stem.json"
 
-if [ -n "${OUT:-}" ]; then
-  mkdir -p "$OUT/results"
-  cp -r "$results/$stem"* "$OUT/results/" 2>/dev/null
-  cp "$work"/*.log "$OUT/results/" 2>/dev/null
-fi
 echo "done in $(elapsed)s: $results/$stem.{json,md}"
 ls "$results" | grep -F "$stem" || true
+recorded=0
+if [ -n "$record_kind" ]; then
+  if [ -n "$python" ] && "$python" scripts/render_results.py record --kind "$record_kind" --bench "$results/$stem.json"; then
+    echo "recorded as benchmarks/results/$record_kind/latest.json; the docs are rendered from it: commit them"
+  else
+    echo "--record $record_kind: not recorded (render_results.py failed, or no python3)" >&2; recorded=1
+  fi
+fi
 [ -z "$unmatched" ] || exit 2
+exit $recorded

@@ -12,7 +12,7 @@
 #   scripts/gpu-round.sh [--steps build,demo,tests,sanitize,bench] [--counts "1 2 4"] [--gpus 0,1]
 #                        [--pes-per-gpu "1 2 4"] [--mpi-pes-per-gpu "1 2"] [--quick-bench]
 #                        [--suites "tests ibgda route minimal p2p proxy proxy_nic coll coll_ibgda ..."]
-#                        [--test-spec "[soak]"] [--json PATH]
+#                        [--test-spec "[soak]"] [--json PATH] [--record KIND]
 #
 # Steps not named are skipped; a later call can run further steps on the same build (build-gpu/).
 # Every call that builds or tests configures build-gpu/ with the matrix its options ask for
@@ -52,7 +52,12 @@
 # one-GPU machine (there the NIC-model and proxy suites run as two processes under MPS).
 # --json: where the machine-readable summary goes (default $OUT/summary.json): the round (commit,
 # GPUs, status), each step, and each test with its suite, transport, layout, status, exit code,
-# seconds and Catch2's counts.
+# seconds and Catch2's counts (schema gpucomm.gpu-round-summary/1).
+# --record KIND: at the end, merge the summary into the machine kind's test results
+# (tests/results/KIND.json; KIND: the GPU model and count, e.g. h100-x4) through
+# scripts/render_results.py record, which renders docs/status.md from them, and record the bench
+# step's run as the kind's latest benchmarks; commit what it writes. A summary copied from the GPU
+# machine is recorded the same way: scripts/render_results.py record --kind KIND --round summary.json.
 # Environment: OUT, GPUCOMM_BUILD_DIR (default build-gpu), GPUCOMM_STEP_TIMEOUT (seconds a step or
 # a test may take, default 900), GPUCOMM_COMMIT (the commit named in the summary, default git's
 # HEAD), GPUCOMM_STACK_TOOL (the command that prints a hung process's call stacks, given its PID
@@ -65,7 +70,7 @@ source scripts/lib/common.sh  # NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_
 # shellcheck source=scripts/lib/stacks.sh
 source scripts/lib/stacks.sh
 
-usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--gpus 0,1] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench] [--suites \"$all_suites\"] [--test-spec SPEC] [--json PATH]" >&2; exit 2; }
+usage() { echo "usage: $0 [--steps build,demo,tests,sanitize,bench] [--counts \"1 2 4\"] [--gpus 0,1] [--pes-per-gpu \"1 2 4\"] [--mpi-pes-per-gpu \"1 2\"] [--quick-bench] [--suites \"$all_suites\"] [--test-spec SPEC] [--json PATH] [--record KIND]" >&2; exit 2; }
 steps="build,demo,tests,sanitize"
 counts=""
 gpu_list=""
@@ -76,9 +81,11 @@ only_suites=$all_suites
 bench_args=()
 test_spec=""
 json=""
+record_kind=""
+command_line="scripts/gpu-round.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
-    --steps|--counts|--gpus|--pes-per-gpu|--mpi-pes-per-gpu|--suites|--test-spec|--json) [ $# -ge 2 ] || usage ;;&
+    --steps|--counts|--gpus|--pes-per-gpu|--mpi-pes-per-gpu|--suites|--test-spec|--json|--record) [ $# -ge 2 ] || usage ;;&
     --gpus) gpu_list=$2; shift 2 ;;
     --suites) only_suites=$2; shift 2 ;;
     --test-spec) test_spec=$2; shift 2 ;;
@@ -87,6 +94,7 @@ while [ $# -gt 0 ]; do
     --pes-per-gpu) pes_per_gpu=$2; shift 2 ;;
     --mpi-pes-per-gpu) mpi_pes_per_gpu=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
+    --record) record_kind=$2; shift 2 ;;
     --quick-bench) bench_args+=(--quick); shift ;;
     *) echo "unknown argument $1" >&2; usage ;;
   esac
@@ -94,6 +102,11 @@ done
 for v in $counts $pes_per_gpu $mpi_pes_per_gpu; do
   [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "--counts, --pes-per-gpu and --mpi-pes-per-gpu take counts >= 1, not '$v'" >&2; exit 2; }
 done
+if [ -n "$record_kind" ] && ! [[ $record_kind =~ ^[a-z0-9]+-x[1-9][0-9]*$ ]]; then
+  echo "--record takes a machine kind, the GPU model and count in lower case (e.g. h100-x4), not '$record_kind'" >&2
+  exit 2
+fi
+[ -n "$record_kind" ] && bench_args+=(--record "$record_kind")
 has_step() { [[ ",$steps," == *",$1,"* ]]; }
 # Only the matrix chooses the PE layout of a test run.
 unset GPUCOMM_TEST_PES_PER_GPU
@@ -254,8 +267,9 @@ save_logs() {
 write_json() {
   local overall=$1 skipped=$2
   {
-    printf '{"round": {"started": "%s", "commit": "%s", "gpus": "%s", "gpu_names": "%s", "counts": "%s", ' \
-      "$started" "$commit" "$(first_gpus "$ngpu")" "$gpu_names" "${count_list[*]}"
+    printf '{"schema": "gpucomm.gpu-round-summary/1",\n "round": {"started": "%s", "commit": "%s", "command": "%s", ' \
+      "$started" "$commit" "${command_line//[\"\\]/ }"
+    printf '"gpus": "%s", "gpu_names": "%s", "counts": "%s", ' "$(first_gpus "$ngpu")" "$gpu_names" "${count_list[*]}"
     printf '"steps_asked": "%s", "suites": "%s", "test_spec": "%s", "status": "%s", "tests_skipped": %s},\n' \
       "$steps" "${suite_list[*]}" "${test_spec//[\"\\]/ }" "$overall" "$skipped"
     echo ' "steps": ['
@@ -368,4 +382,11 @@ overall=$([ $status -eq 0 ] && echo PASS || echo FAIL)
 write_json "$overall" "$skipped"
 [ "$skipped" -gt 0 ] && overall+=", $skipped test(s) skipped (SKIP lines)"
 note "logs: $OUT/gpu-round-logs.tgz; summary: $json; overall: $overall"
+if [ -n "$record_kind" ]; then
+  if python3 scripts/render_results.py record --kind "$record_kind" --round "$json"; then
+    note "recorded in tests/results/$record_kind.json; docs/status.md rendered from it: commit them"
+  else
+    note "FAIL  --record $record_kind: scripts/render_results.py record failed"; status=1
+  fi
+fi
 exit $status

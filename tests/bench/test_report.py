@@ -30,6 +30,32 @@ class SweepModeTest(unittest.TestCase):
         self.assertEqual(report.sweep_mode(0, None), "full")
 
 
+class StoredRowsTest(unittest.TestCase):
+    """latest.json keeps the rows as a table (stored_rows); load_results gives them back as objects."""
+
+    def test_a_table_gives_back_the_rows_and_shares_notes(self):
+        rows = [row("put_bw", "uni", 1.5, note="same"), row("put_bw", "bidir", 3.0, note="same"),
+                row("barrier", "", 2.0, extra_field=7), {"case": "x", "status": "skipped", "note": ""}]
+        columns, notes, table = report.stored_rows(rows)
+        self.assertEqual(columns[:len(report.COLUMNS)], list(report.COLUMNS))
+        self.assertEqual(columns[len(report.COLUMNS):], ["extra_field"])
+        self.assertEqual(notes, ["same", ""])
+        self.assertEqual(report.rows_from_table(columns, notes, table), rows)
+
+    def test_load_results_reads_runs_and_stored_documents(self):
+        rows = [row("put_bw", "uni", 1.5, note="n"), row("p_latency", "", 0.9, min=None)]
+        columns, notes, table = report.stored_rows(rows)
+        stored = {"schema": report.STORED_SCHEMA, "columns": columns, "notes": notes, "rows": table}
+        with tempfile.TemporaryDirectory() as d:
+            for doc in (stored, {"schema": report.RUN_SCHEMA, "rows": rows}):
+                path = os.path.join(d, "r.json")
+                with open(path, "w") as f:
+                    json.dump(doc, f)
+                loaded = report.load_results(path)["rows"]
+                self.assertEqual([{k: v for k, v in r.items() if v is not None} for r in loaded],
+                                 [{k: v for k, v in r.items() if v is not None} for r in rows])
+
+
 class NcuTest(unittest.TestCase):
     def write(self, directory, name, text):
         path = os.path.join(directory, name)
