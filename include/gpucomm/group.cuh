@@ -132,10 +132,9 @@ __device__ GPUCOMM_FORCEINLINE unsigned warp_lanes_in_block() {
 /// A whole CTA gathers each warp first (__syncwarp over the warp's lanes), then takes the CTA
 /// barrier. gpucomm's operations have the leader, or a few lanes, work or wait alone while the
 /// group's other threads go on to its next sync, so a warp reaches that barrier in parts. With
-/// the barrier alone, CTA barriers reached that way completed out of step on an H100 (CUDA 13.0):
-/// threads passed a barrier instance before the leader had arrived at it, and read the barrier's
-/// epoch after the leader had already advanced it (tests/results/
-/// 2026-11-27-route-barrier-diagnosis.txt). Gathered warps arrive whole, and the instances pair.
+/// the barrier alone, CTA barriers reached that way can complete out of step (threads pass a
+/// barrier instance before the leader has arrived at it, and read the barrier's epoch after the
+/// leader has advanced it). Gathered warps arrive whole, and the instances pair.
 GPUCOMM_EXEC_CHECK_DISABLE
 template <group G>
 GPUCOMM_HD GPUCOMM_FORCEINLINE void group_sync(G const& g) {

@@ -9,22 +9,12 @@
 // touch consecutive addresses (coalesced).
 //
 // Each part is one group-stride loop that takes two elements per thread at a time: both loads,
-// then both stores. How deep to go was measured on 2 x H200 with put_bw, each candidate loop
-// against NVSHMEM in the same run, 150 block-scope points from 16 KiB to 256 MiB
-// (benchmarks/results/2026-11-22-NVIDIA-H200-2gpu-copy-loop/, run 2; docs/benchmarks.md, "The
-// copy loop"):
-//   - one element at a time (16 KB in flight per 1024-thread CTA) is enough while the source sits
-//     in L2, but once it comes from HBM (64 MiB and more, 1 to 4 CTAs) it only matches NVSHMEM,
-//     and is 14-18 % slower than two or eight;
-//   - eight loads then eight stores, the loop before, was below NVSHMEM, outside the rounds'
-//     spread, at 33 points from 16 KiB to 2 MiB (by 0.1-2.7 %), even where no group of eight ran;
-//   - two were below NVSHMEM outside the spread at none of them.
+// then both stores. Two is the depth put_bw chose against NVSHMEM (docs/benchmarks.md, "The copy
+// loop"): one element at a time falls behind once the source comes from HBM, and eight loads then
+// eight stores fall behind on small and medium sizes.
 //
-// Everything here is inline, the compiler free to unroll. Smaller code was tried for compile cost
-// and measured slower (latency A/B, 2 PEs on one H100, 3 rounds alternated in one run;
-// benchmarks/results/2026-11-25-NVIDIA-H100-1gpu-smoke-copy-ab/): the short loops kept loops and
-// long unaligned copies out of line made block-scope put_signal ping-pong of 8-64 B 9 % slower, the
-// out-of-line part alone inline again still 4 %, the loops alone unrollable again still 6 %.
+// Everything here is inline, the compiler free to unroll: out-of-line loops and copies cost
+// block-scope put_signal latency at 8-64 bytes.
 
 #include <cstddef>
 #include <cstdint>

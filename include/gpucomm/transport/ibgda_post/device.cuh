@@ -583,11 +583,8 @@ struct IBGDAPost {
 
   /// The leader's part of put and put_signal: the RDMA WRITE, then the signal when there is one
   /// (an empty put_signal still updates it), then the wait when blocking. Independent of the element
-  /// type. Inline, like the other lead_* parts and atomic_words: out of line (one copy per
-  /// translation unit, 2.4x less PTX for the op suite) they made posting 2-10 % slower, one thread
-  /// posting back to back through the NIC model (benchmarks/results/2026-11-25-NVIDIA-H100-1gpu-smoke-
-  /// copy-ab/); inline, IBGDAPost's PTX is still within #18's bounds (docs/benchmarks.md,
-  /// "Compile cost").
+  /// type. Inline, like the other lead_* parts and atomic_words: out of line they make back-to-back
+  /// posting slower, for less PTX (docs/benchmarks.md, "Compile cost").
   __device__ GPUCOMM_FORCEINLINE static void lead_write(comm<IBGDAPost> const& c, int pe, char const* op,
                                                         verbs_gpu::remote_buf to, void const* src,
                                                         verbs_gpu::local_buf const& from, std::size_t bytes,
