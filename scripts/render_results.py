@@ -55,6 +55,7 @@ BEGIN = re.compile(r"<!-- BEGIN rendered: ([a-z0-9-]+) \(scripts/render_results\
 END = re.compile(r"<!-- END rendered: ([a-z0-9-]+) -->")
 MARKER = re.compile(r"^[ \t]*<!--\s*(BEGIN|END)\s+rendered\b.*?-->[ \t]*$", re.M)  # a marker has its own line
 # An absolute path in a test's closing line ("not built: /x/build-gpu/tests/bin"): its file name is kept.
+NOT_BUILT = "(not built:"  # how scripts/lib/gpu-test.sh closes a test whose binary is missing
 ABSOLUTE_PATH = re.compile(r"(?<![\w.])/(?:[^\s/()]+/)+([^\s/()]+)")
 
 
@@ -324,7 +325,9 @@ def tests_md(doc):
 
     steps = ", ".join(f"{s.get('name')} {s.get('status')}" for s in last.get("steps", []))
     out = [f"GPU tests: {len(doc['tests'])} tests from {len(rounds)} round(s). The last round: "
-           f"{last['started'][:10]}, {last['machine']}, {last['status']}" + (f" ({steps})." if steps else "."), ""]
+           f"{last['started'][:10]}, {last['machine']}, {last['status']}" + (f" ({steps})" if steps else "")
+           + (f"; {last['not_built']} of its tests did not run, their binaries not built." if last.get("not_built")
+              else "."), ""]
     plain = [t for t in doc["tests"] if not set(t.get("modifiers", [])) & set(SANITIZERS)]
     groups = {}
     for t in plain:
@@ -528,9 +531,10 @@ def record_bench(root, kind, path, commit, partial):
 def round_entry(doc):
     """A summary's round as tests/results/<kind>.json keeps it: its provenance and its steps."""
     r = doc["round"]
-    entry = {"id": f"{r['started']} {r['commit']}", "started": r["started"], "commit": r["commit"],
+    entry = {"id": f"{r['started']} {r['commit']} {r.get('steps_asked')}: {r.get('suites')}", "started": r["started"], "commit": r["commit"],
              "machine": r["gpu_names"], "gpus": r["gpus"], "command": r.get("command")}
     entry.update((k, r.get(k)) for k in ("steps_asked", "suites", "counts", "test_spec", "status", "tests_skipped"))
+    entry["not_built"] = sum(str(t.get("closing_line", "")).startswith(NOT_BUILT) for t in doc["tests"])
     entry["steps"] = [dict(s, closing_line=ABSOLUTE_PATH.sub(r"\1", str(s.get("closing_line", ""))))
                       for s in doc["steps"] if isinstance(s, dict)]
     return entry
@@ -552,6 +556,8 @@ def record_rounds(root, kind, paths):
         entry = round_entry(doc)
         rounds[entry["id"]] = entry
         for t in doc["tests"]:
+            if str(t.get("closing_line", "")).startswith(NOT_BUILT):
+                continue  # its binary was not built: it did not run, and an earlier result stands
             old = tests.get(t["name"])
             if old is None or rounds[old["round"]]["started"] <= entry["started"]:
                 tests[t["name"]] = dict(t, closing_line=ABSOLUTE_PATH.sub(r"\1", str(t.get("closing_line", ""))),
