@@ -59,7 +59,8 @@
 # step's run as the kind's latest benchmarks; commit what it writes. A summary copied from the GPU
 # machine is recorded the same way: scripts/render_results.py record --kind KIND --round summary.json.
 # Environment: OUT, GPUCOMM_BUILD_DIR (default build-gpu), GPUCOMM_STEP_TIMEOUT (seconds a step or
-# a test may take, default 900), GPUCOMM_COMMIT (the commit named in the summary, default git's
+# a test may take, default 900; not the build step), GPUCOMM_BUILD_TIMEOUT (seconds the build step
+# may take, default 3600), GPUCOMM_COMMIT (the commit named in the summary, default git's
 # HEAD), GPUCOMM_STACK_TOOL (the command that prints a hung process's call stacks, given its PID
 # last; default eu-stack -p, gdb or cuda-gdb, whichever is installed first).
 # Catch2 is taken from .deps/catch2 (Debian's package unpacked there) when the machine has none.
@@ -187,6 +188,7 @@ mkdir -p "$GPUCOMM_TEST_LOG_DIR"
 build=${GPUCOMM_BUILD_DIR:-build-gpu}
 mps_root=/nonexistent  # GPUCOMM_GPU_MPS_DIR of the build, once configured
 limit=${GPUCOMM_STEP_TIMEOUT:-900}
+build_limit=${GPUCOMM_BUILD_TIMEOUT:-3600}
 started=$(date -u +%Y-%m-%dT%H:%MZ)
 commit=${GPUCOMM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 gpu_names=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "$(first_gpus "$ngpu")" | sort | uniq -c | xargs)
@@ -328,7 +330,7 @@ fi
 mps_root=$(sed -n 's/^GPUCOMM_GPU_MPS_DIR:PATH=//p' "$build/CMakeCache.txt" 2>/dev/null)
 mps_root=${mps_root:-/nonexistent}
 if has_step build; then
-  run build cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" ring_shift cub_allreduce thrust_local \
+  step "$build_limit" build cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" ring_shift cub_allreduce thrust_local \
       routed_ring p2p_tile_push proxy_offload team_allreduce fused_rmsnorm aggregate_stats
 fi
 
