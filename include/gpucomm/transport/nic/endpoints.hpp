@@ -13,7 +13,7 @@
 //             (one atomicity domain). Each transport has its own model and fabric addresses.
 //   hardware  rdma-core (verbs_gpu/host/rdma_core_backend.hpp; built with GPUCOMM_HAVE_RDMA_CORE,
 //             which linking gpucomm::verbs defines): the configured device name, else the mlx5
-//             device closest to each GPU. This path has never run on a NIC.
+//             device closest to each GPU (docs/ibgda.md, "Running on a real NIC").
 //
 // What the endpoints hold per local PE: the backend and its control memory, the opened device (a
 // DEVX context for GPU-posted QPs; an ordinary verbs context for host-posted ones on hardware),

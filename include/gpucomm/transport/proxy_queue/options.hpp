@@ -39,8 +39,8 @@ struct proxy_options {
   proxy_backends backends = proxy_backends::automatic;
   /// The NIC of the NIC backend; automatic: GPUCOMM_NIC decides (unset: hardware). Hardware: the
   /// mlx5 NIC closest to each GPU through rdma-core's ordinary verbs (no DEVX; needs the program
-  /// linked with gpucomm::verbs), never run on a NIC so far; model: the software NIC model, a test
-  /// and development tool (docs/proxyqueue.md, "The NIC backend").
+  /// linked with gpucomm::verbs); model: the software NIC model, a test and development tool
+  /// (docs/proxyqueue.md, "The NIC backend").
   nic_choice nic = nic_choice::automatic;
   /// Faults the NIC model injects (nic_choice::model only).
   proxy_model_faults model_faults{};
