@@ -50,6 +50,7 @@ class proxy_queue_host {
     int const cpu = proxy_cpu_from(options.cpu, first);
     proxy_threads const threads = proxy_threads_from(options.threads, first);
     proxy_backends const backends = proxy_backends_from(options.backends, first);
+    issue_delay_ = std::chrono::microseconds(options.issue_delay_us);
     // The copy engines serve the peers the heap maps: a copy queued behind a kernel that waits for
     // it would never run, so the GPUs' hardware queues must be widened (collective).
     if (backends != proxy_backends::nic) w.require_hardware_queues("world::comm<ProxyQueue>");
@@ -222,6 +223,7 @@ class proxy_queue_host {
     l->ring.device = device;
     l->ring.reader = proxy_queue::ring_reader(ring);
     l->ring.failures = &failures_;
+    l->ring.issue_delay = issue_delay_;
     l->ring.engine = std::make_unique<copy_engine_backend>(
         copy_engine_backend::placement{pe, device, world_->npes(), world_->heap_layout().base,
                                        world_->heap_layout().stride, stream_per_peer()},
@@ -402,6 +404,7 @@ class proxy_queue_host {
 
   world* world_;
   unsigned log_depth_ = 10;
+  std::chrono::microseconds issue_delay_{0};
   mutable proxy_failures failures_;
   std::vector<std::uint8_t> paths_;           // [from * npes + to]: proxy_path bits; empty: no NIC
   std::unique_ptr<nic_endpoints> endpoints_;  // the NIC backends' NICs (before locals_: outlives their QPs, MRs)

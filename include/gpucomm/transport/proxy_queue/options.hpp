@@ -44,6 +44,9 @@ struct proxy_options {
   nic_choice nic = nic_choice::automatic;
   /// Faults the NIC model injects (nic_choice::model only).
   proxy_model_faults model_faults{};
+  /// A test and development tool: the proxy waits this long (microseconds) before it issues each
+  /// command, as a slow or busy proxy would. 0: no wait.
+  unsigned issue_delay_us = 0;
 };
 
 }  // namespace gpucomm

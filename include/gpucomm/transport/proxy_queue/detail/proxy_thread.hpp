@@ -16,6 +16,7 @@
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,9 +40,10 @@ struct proxy_ring {
   proxy_queue::ring_reader reader;
   proxy_queue::completion_window window;
   std::unique_ptr<copy_engine_backend> engine;
-  std::unique_ptr<nic_backend> nic;    // when some peer's commands go through the NIC
-  proxy_failures* failures = nullptr;  // where the thread reports what the backend cannot
-  std::uint64_t published = 0;         // the `completed` last published
+  std::unique_ptr<nic_backend> nic;          // when some peer's commands go through the NIC
+  proxy_failures* failures = nullptr;        // where the thread reports what the backend cannot
+  std::chrono::microseconds issue_delay{0};  // proxy_options::issue_delay_us: a wait before each command
+  std::uint64_t published = 0;               // the `completed` last published
 };
 
 class proxy_thread {
@@ -102,6 +104,7 @@ class proxy_thread {
       r.reader.pop();
       r.window.read(ticket);
       if (read == 0) cudaSetDevice(r.device);
+      if (r.issue_delay.count() != 0) wait_for(r.issue_delay);
       bool const done = r.nic && r.nic->takes(c) ? r.nic->issue(c, ticket) : r.engine->issue(c, ticket);
       if (done) r.window.complete(ticket);
     }
@@ -125,6 +128,13 @@ class proxy_thread {
       r.reader.publish_completed(r.published);
     }
     return read != 0 || in_flight;
+  }
+
+  /// Busy-waits for `d` (a sleep would oversleep short delays by tens of microseconds).
+  static void wait_for(std::chrono::microseconds d) {
+    auto const until = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < until) {
+    }
   }
 
   std::vector<proxy_ring*> rings_;
