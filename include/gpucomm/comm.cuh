@@ -32,7 +32,8 @@
 //   put, get          put returns when `src` may be reused by any thread of g; get returns when
 //                     `dst` holds the data and every thread of g may read it. Neither says when a
 //                     put is visible at the target: use put_signal, fence, quiet or barrier.
-//   *_nbi             return at once; `src` may not be changed and `dst` not read until `quiet`.
+//   *_nbi             return at once; `src` may not be changed and `dst` not read until `quiet`
+//                     (a put's `src` may be changed after `flush`).
 //   put_signal        the data is delivered before the signal update is visible: a thread at the
 //                     target that observes the update with wait_until (an acquire) also observes
 //                     the data. The update is a release at system scope ordering everything the
@@ -51,6 +52,12 @@
 //                     after a fence, write the flag with `signal` or the atomic `set`: a flag
 //                     written by `put` is ordered on the wire, but a reader that polls it races
 //                     with the write in the CUDA memory model.
+//   flush             the sources of every put and put_signal the group issued before have been
+//                     read: any thread of g may change them. Nothing is said about delivery (the
+//                     data may still be on its way: quiet, fence or barrier say when it lands).
+//                     Its cost follows the transport: a group sync on NVLinkStore, the bulk
+//                     reads of its copies on P2PCopy, and quiet on IBGDAPost and ProxyQueue,
+//                     whose NIC or copy engine reports a copy only once it has landed.
 //   quiet             everything the group issued before (puts, put_nbi, get_nbi, signals,
 //                     atomics) is complete: delivered and visible to any thread that synchronises
 //                     with this PE afterwards.
@@ -395,6 +402,16 @@ class comm {
   }
   template <class G>
   requires(!can_fence<Transport>) __device__ transport_lacks<capability::fence> fence(G const&)
+  const;
+
+  /// The sources of the group's earlier puts may be reused; they may not have landed yet.
+  template <class G>
+  requires can_flush<Transport> __device__ void flush(G const& g) const {
+    require_group<G>();
+    contract::flush(*this, g);
+  }
+  template <class G>
+  requires(!can_flush<Transport>) __device__ transport_lacks<capability::quiet> flush(G const&)
   const;
 
   /// Complete every operation the group issued before.

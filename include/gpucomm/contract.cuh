@@ -20,6 +20,10 @@
 //                                                                  barrier below
 //   wait_until(c, sig, cmp, value) -> signal_t                     optional; else a local acquire
 //                                                                  spin at system scope
+//   flush(c, g)                                                    optional; the sources of the
+//                                                                  group's earlier puts are read
+//                                                                  and may be reused (delivery may
+//                                                                  come later). Default: quiet
 //   quiet_pe(c, g)                                                 optional; what the generic
 //                                                                  barrier completes first: every
 //                                                                  operation any group of this PE
@@ -144,6 +148,11 @@ concept provides_wait_until = transport<T> && requires(comm<T> const& c, sym_ptr
 };
 
 template <class T>
+concept provides_flush = transport<T> && requires(comm<T> const& c, single_thread g) {
+  T::flush(c, g);
+};
+
+template <class T>
 concept provides_quiet_pe = transport<T> && requires(comm<T> const& c, single_thread g) {
   T::quiet_pe(c, g);
 };
@@ -171,6 +180,8 @@ template <class T>
 concept can_load_store = provides_load_store<T>;
 template <class T>
 concept can_fence = provides_fence<T> || provides_quiet<T>;
+template <class T>
+concept can_flush = provides_flush<T> || provides_quiet<T>;
 template <class T>
 concept can_put_signal = provides_put_signal<T> ||(provides_put<T>&& provides_signal<T>&& can_fence<T>);
 template <class T>
@@ -243,6 +254,15 @@ template <class T, group G>
 __device__ GPUCOMM_FORCEINLINE void fence(comm<T> const& c, G const& g) {
   if constexpr (provides_fence<T>)
     T::fence(c, g);
+  else
+    T::quiet(c, g);
+}
+
+/// flush: the transport's own, else quiet (a delivered put has read its source).
+template <class T, group G>
+__device__ GPUCOMM_FORCEINLINE void flush(comm<T> const& c, G const& g) {
+  if constexpr (provides_flush<T>)
+    T::flush(c, g);
   else
     T::quiet(c, g);
 }

@@ -222,6 +222,14 @@ inline gpucomm::world_options test_world_options() {
   return o;
 }
 
+/// The NIC of the test worlds: the NIC model, unless GPUCOMM_NIC says otherwise (GPUCOMM_NIC=hardware
+/// runs the suites on a real NIC: docs/ibgda.md, "Running on a real NIC").
+inline gpucomm::nic_choice test_nic_choice() {
+  char const* nic = std::getenv("GPUCOMM_NIC");
+  bool const env_decides = nic != nullptr && *nic != '\0';
+  return env_decides ? gpucomm::nic_choice::automatic : gpucomm::nic_choice::model;
+}
+
 /// Build a world in this process's mode: under MPI one PE per rank on GPU
 /// local_rank / pes_per_gpu(), otherwise pes_per_gpu() PEs on every visible GPU. IBGDAPost goes
 /// through the software NIC model (no machine here has a NIC) unless GPUCOMM_NIC names one.
@@ -239,11 +247,7 @@ inline std::unique_ptr<gpucomm::world> make_world(gpucomm::world_options options
   }
 #endif
   if (!w) w = std::make_unique<gpucomm::world>(single_process_devices(), std::move(options));
-  // The NIC model, unless GPUCOMM_NIC says otherwise (GPUCOMM_NIC=hardware runs the suites on a
-  // real NIC: docs/ibgda.md, "Running on a real NIC").
-  char const* nic = std::getenv("GPUCOMM_NIC");
-  bool const env_decides = nic != nullptr && *nic != '\0';
-  w->configure<gpucomm::IBGDAPost>({.nic = env_decides ? gpucomm::nic_choice::automatic : gpucomm::nic_choice::model});
+  w->configure<gpucomm::IBGDAPost>({.nic = test_nic_choice()});
   w->configure<gpucomm::ProxyQueue>(proxy_test_options());
   return w;
 }

@@ -1,7 +1,8 @@
 // The op suite (every transport under test): ordering: data before signal (big put_signal / put_signal_nbi from many
 // groups, receivers that see the signal check every word at once), fence (put_nbi data; fence; flag by put / atomic set
 // / signal: a receiver that sees the flag sees the data), quiet (put_nbi data; quiet; flag), over several rounds with
-// data changing every round and acknowledgements so no round overwrites data a receiver is still checking.
+// data changing every round and acknowledgements so no round overwrites data a receiver is still checking; flush
+// (put_nbi; flush; the source rewritten at once: the target still receives what was there at the put).
 #include "common.cuh"
 
 using namespace gpucomm::test::ops;
@@ -258,6 +259,107 @@ void run_fq(unsigned block, std::size_t L, int rounds, int mode, std::uint64_t s
   w.barrier();
 }
 
+__host__ __device__ inline std::uint32_t flush_value(std::uint64_t salt, int round, int pe, std::size_t i) {
+  return static_cast<std::uint32_t>(mix(salt + static_cast<std::uint64_t>(round), static_cast<std::uint64_t>(pe), i));
+}
+
+struct flush_args {
+  comm_t c;
+  sym_ptr<std::uint32_t> dst;  // [rounds * words] at the next PE: round r's copy of this PE's source
+  std::uint32_t* src;          // local [words] in global memory; null: in the block's shared memory
+  std::size_t words;
+  int rounds;
+  bool flush;  // false: a group sync stands where flush belongs (the control)
+  std::uint64_t salt;
+};
+
+/// One group per PE (group 0 of block 0): each round it fills the source, put_nbi's it to the next
+/// PE, flushes, and at once rewrites the source in the reverse order of the fill (so each thread
+/// rewrites words another thread sent). The target must hold every round's first contents.
+template <class M>
+__global__ void flush_kernel(flush_args a) {
+  extern __shared__ std::uint32_t tile[];
+  auto const g = M::make();
+  if (!M::active() || blockIdx.x != 0 || M::index() != 0) return;
+  std::uint32_t* const src = a.src != nullptr ? a.src : tile;
+  int const me = a.c.my_pe();
+  int const next = (me + 1) % a.c.npes();
+  unsigned const rank = gpucomm::group_rank(g), size = gpucomm::group_size(g);
+  for (int r = 0; r < a.rounds; ++r) {
+    for (std::size_t i = rank; i < a.words; i += size) src[i] = flush_value(a.salt, r, me, i);
+    gpucomm::group_sync(g);
+    a.c.put_nbi(g, a.dst + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * a.words), src, a.words, next);
+    if (a.flush)
+      a.c.flush(g);
+    else
+      gpucomm::group_sync(g);
+    for (std::size_t i = rank; i < a.words; i += size)
+      src[a.words - 1 - i] = ~flush_value(a.salt, r, me, a.words - 1 - i);
+    gpucomm::group_sync(g);
+  }
+  a.c.quiet(g);
+}
+
+/// Runs flush_kernel on every local PE of w; returns, per local PE, the words that differ from
+/// what the previous PE's source held at its puts.
+template <class M>
+std::vector<std::uint64_t> run_flush(gpucomm::world& w, unsigned block, std::size_t words, int rounds, bool shared_src,
+                                     bool flush, std::uint64_t salt) {
+  int const npes = w.npes();
+  std::size_t const n = words * static_cast<std::size_t>(rounds);
+  auto dst = w.alloc<std::uint32_t>(n);
+  auto src = w.alloc<std::uint32_t>(words);
+  for (int pe : w.local_pes()) fill_bytes(w, pe, dst.ptr(pe).get(), poison_byte, dst.size_bytes());
+  w.barrier();
+  std::size_t const smem = shared_src ? words * sizeof(std::uint32_t) : 0;
+  gpucomm::test::for_each_local_pe(w, [&](int pe) {
+    flush_args a{w.comm<transport_under_test>(pe),
+                 dst.ptr(pe),
+                 shared_src ? nullptr : src.ptr(pe).get(),
+                 words,
+                 rounds,
+                 flush,
+                 salt};
+    flush_kernel<M><<<1, block, smem, w.stream(pe)>>>(a);
+  });
+  gpucomm::test::finish(w);
+  w.barrier();
+  std::vector<std::uint64_t> bad;
+  for (int pe : w.local_pes()) {
+    int const prev = (pe + npes - 1) % npes;
+    auto const d = download(w, pe, dst.ptr(pe), n);
+    std::uint64_t wrong = 0;
+    for (int r = 0; r < rounds; ++r)
+      for (std::size_t i = 0; i < words; ++i)
+        wrong += d[static_cast<std::size_t>(r) * words + i] != flush_value(salt, r, prev, i);
+    bad.push_back(wrong);
+  }
+  w.barrier();
+  return bad;
+}
+
+/// A world whose agents read sources late: the NIC model handles each doorbell 20 us late and the
+/// proxy waits 20 us before each command, so a source rewritten right after an unflushed put_nbi
+/// is what they send.
+inline std::unique_ptr<gpucomm::world> make_slow_world() {
+  auto w = gpucomm::test::make_world();
+  gpucomm::nic_model_faults f;
+  f.doorbell_delay_us = 20;
+  gpucomm::ibgda_options io;
+  io.nic = gpucomm::test::test_nic_choice();
+  io.model_faults = f;
+  w->configure<gpucomm::IBGDAPost>(io);
+  gpucomm::proxy_options po = gpucomm::test::proxy_test_options();
+  po.model_faults = f;
+  po.issue_delay_us = 20;
+  w->configure<gpucomm::ProxyQueue>(po);
+  return w;
+}
+
+/// Whether every put to the next PE is carried out by an agent that reads the source after the
+/// put returns (the NIC or the proxy), so that without flush the rewritten source is what arrives.
+inline constexpr bool agent_reads_sources = std::is_same_v<transport_under_test, gpucomm::IBGDAPost> ||
+                                            std::is_same_v<transport_under_test, gpucomm::ProxyQueue>;
 }  // namespace
 
 TEST_CASE("data before signal: 8 MiB put_signal from many blocks, add", "[gpu][ops][order][signal]") {
@@ -296,4 +398,38 @@ TEST_CASE("quiet completes put_nbi data before the flag", "[gpu][ops][order]") {
 TEST_CASE("sanitize: fence and quiet, small", "[gpu][ops][order][sanitize]") {
   run_fq<mk_tile<32>>(32, 64, 3, mode_fence, 1301);
   run_fq<mk_block>(64, 64, 3, mode_quiet, 1302);
+}
+
+TEST_CASE("flush: the source may be rewritten at once, the target gets what was sent", "[gpu][ops][order][flush]") {
+  auto const w = make_slow_world();
+  int const rounds = std::max(2, 12 / gpucomm::test::model_slowdown);
+  auto const check = [&](char const* what, std::vector<std::uint64_t> const& bad) {
+    for (std::size_t i = 0; i < bad.size(); ++i) {
+      INFO(what << ", " << w->npes() << " PEs, local PE " << w->local_pes()[i]);
+      CHECK(bad[i] == 0);
+    }
+  };
+  check("block, global source", run_flush<mk_block>(*w, 256, 16384, rounds, false, true, 1401));
+  check("warp, global source", run_flush<mk_tile<32>>(*w, 32, 4096, rounds, false, true, 1402));
+  check("single thread, global source", run_flush<mk_single>(*w, 32, 256, rounds, false, true, 1403));
+  if constexpr (!gpucomm::test::proxy_nic_backend) {  // its NIC backend takes heap sources only
+    check("block, shared-memory source", run_flush<mk_block>(*w, 256, 8192, rounds, true, true, 1404));
+    check("warp, shared-memory source", run_flush<mk_tile<32>>(*w, 32, 1024, rounds, true, true, 1405));
+  }
+  if constexpr (agent_reads_sources) {
+    // The control: the same program with a group sync instead of flush must see rewritten words
+    // arrive, or the checks above could not fail.
+    auto const bad = run_flush<mk_block>(*w, 256, 16384, rounds, false, false, 1406);
+    for (std::size_t i = 0; i < bad.size(); ++i) {
+      INFO("control without flush, local PE " << w->local_pes()[i]);
+      CHECK(bad[i] > 0);
+    }
+  }
+}
+
+TEST_CASE("sanitize: flush, small", "[gpu][ops][order][flush][sanitize]") {
+  auto& w = gpucomm::test::the_world();
+  for (std::uint64_t const bad : run_flush<mk_tile<32>>(w, 32, 256, 2, false, true, 1501)) CHECK(bad == 0);
+  if constexpr (!gpucomm::test::proxy_nic_backend)
+    for (std::uint64_t const bad : run_flush<mk_block>(w, 64, 256, 2, true, true, 1502)) CHECK(bad == 0);
 }

@@ -21,6 +21,8 @@
 //                   threads issues after (fence), and before the leader's next signal or atomic,
 //                   so visible to whoever synchronises with this PE through it (quiet). The same
 //                   instructions serve both, since stores are all NVLinkStore has to complete.
+//   flush           the group's sync: each thread loaded its part of `src` before it stored it,
+//                   so once all have passed the sync any of them may change `src`.
 //   barrier         its own, faster than the contract's: the group's sync; the leader fences once
 //                   and writes this PE's barrier epoch of the team into its flag word at every
 //                   member (a release pattern at system scope, one fence for all members); the
@@ -152,6 +154,11 @@ struct NVLinkStore {
   template <group G>
   __device__ static void fence(comm<NVLinkStore> const& c, G const& g) {
     quiet(c, g);
+  }
+
+  template <group G>
+  __device__ static void flush(comm<NVLinkStore> const&, G const& g) {
+    group_sync(g);
   }
 
   template <group G>

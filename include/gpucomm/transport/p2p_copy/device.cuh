@@ -47,6 +47,10 @@
 //                   leader, sync). So quiet completes every bulk copy issued by any thread of g:
 //                   call it with a group that holds the threads that issued (a put's issuer is
 //                   its group's leader).
+//   flush           every thread of g waits until the bulk copies it issued have read their
+//                   sources (cp.async.bulk.wait_group.read), then g syncs: a shared-memory `src`
+//                   may be rewritten while the writes at the peer are still landing. A staged put
+//                   has read its source before it returns; the group's own stores, as they issue.
 //   put_signal,     the same per-thread completion, then NVLinkStore's signal: the leader's release
 //   signal          store or release fetch_add at system scope, cumulative over the bulk writes
 //                   the completion ordered before it. A waiter that acquires the signal sees them.
@@ -172,6 +176,12 @@ struct BasicP2PCopy {
   template <class Self, group G>
   __device__ static void fence(comm<Self> const& c, G const& g) {
     quiet(c, g);
+  }
+
+  template <class Self, group G>
+  __device__ static void flush(comm<Self> const&, G const& g) {
+    cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+    group_sync(g);
   }
 
   template <class Self, group G>

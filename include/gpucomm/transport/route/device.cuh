@@ -53,6 +53,7 @@
 //   wait_until        the contract's local acquire spin (the same in every leg), with each
 //                     leg's progress where it has one.
 //   fence, quiet      every leg's (a leg without its own fence quiets).
+//   flush             every leg's (a leg without its own flush quiets).
 //   barrier           the contract's epoch barrier: every leg's quiet_pe (or quiet), then each
 //                     member's arrival flag set with route's signal, so through the member's
 //                     atomicity domain like every other update of its words.
@@ -175,6 +176,11 @@ struct route {
   template <group G>
   __device__ static void quiet(auto const& c, G const& g) {
     each_leg(c, [&]<class Leg>(comm<Leg> const& lc) { Leg::quiet(lc, g); });
+  }
+
+  template <group G>
+  __device__ static void flush(auto const& c, G const& g) {
+    each_leg(c, [&]<class Leg>(comm<Leg> const& lc) { contract::flush(lc, g); });
   }
 
   /// What the contract's barrier completes first: each leg's quiet_pe where it has one, else its quiet.
