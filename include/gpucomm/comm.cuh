@@ -48,10 +48,12 @@
 //                     gpucomm atomic of the same transport on that word. Order them against puts
 //                     with fence or quiet.
 //   fence             puts, signals and atomics the group issued to each PE before the fence are
-//                     delivered before those it issues after it. To publish data with a flag
-//                     after a fence, write the flag with `signal` or the atomic `set`: a flag
-//                     written by `put` is ordered on the wire, but a reader that polls it races
-//                     with the write in the CUDA memory model.
+//                     delivered before those it issues after it. Without one, two puts to a PE may
+//                     land in either order, even on the same bytes (ProxyQueue carries small ones
+//                     by the GPU's stores and large ones by a copy engine). To publish data with
+//                     a flag after a fence, write the flag with `signal` or the atomic `set`: a
+//                     flag written by `put` is ordered on the wire, but a reader that polls it
+//                     races with the write in the CUDA memory model.
 //   flush             the sources of every put and put_signal the group issued before have been
 //                     read: any thread of g may change them. Nothing is said about delivery (the
 //                     data may still be on its way: quiet, fence or barrier say when it lands).

@@ -73,6 +73,29 @@ TEST_CASE("ProxyQueue's ring depth: option, then GPUCOMM_PROXY_LOG_DEPTH, then 1
   }
 }
 
+TEST_CASE("ProxyQueue's store path: option, then GPUCOMM_PROXY_STORE_BYTES, then the default", "[env]") {
+  {
+    scoped_env const unset("GPUCOMM_PROXY_STORE_BYTES", nullptr);
+    CHECK(proxy_store_path_bytes_from(-1, 0) == static_cast<std::uint32_t>(gpucomm::default_store_path_bytes));
+    CHECK(proxy_store_path_bytes_from(0, 0) == 0u);
+    CHECK(proxy_store_path_bytes_from(1ll << 30, 0) == (1u << 30));
+    CHECK_THAT(error_of([] { proxy_store_path_bytes_from((1ll << 30) + 1, 0); }),
+               Catch::Contains("store_path_bytes is 1073741825"));
+    CHECK_THAT(error_of([] { proxy_store_path_bytes_from(-2, 0); }), Catch::Contains("store_path_bytes is -2"));
+  }
+  {
+    scoped_env const set("GPUCOMM_PROXY_STORE_BYTES", "0");
+    CHECK(proxy_store_path_bytes_from(-1, 0) == 0u);
+    CHECK(proxy_store_path_bytes_from(512, 0) == 512u);  // the option wins
+  }
+  for (char const* bad : {"-1", "1073741825", "4k", " 8", "abc"}) {
+    INFO(bad);
+    scoped_env const set("GPUCOMM_PROXY_STORE_BYTES", bad);
+    CHECK_THAT(error_of([] { proxy_store_path_bytes_from(-1, 1); }),
+               Catch::Contains(std::string("GPUCOMM_PROXY_STORE_BYTES=") + bad));
+  }
+}
+
 TEST_CASE("ProxyQueue's CPU: option, then GPUCOMM_PROXY_CPU (a CPU or -1), then none", "[env]") {
   {
     scoped_env const unset("GPUCOMM_PROXY_CPU", nullptr);

@@ -12,6 +12,10 @@
 //   - failed commands (a destination outside the heap, a source CUDA does not know) are completed
 //     without effect, reported by world::synchronize with PE, peer and operation, and the ring goes
 //     on working.
+//   - the store path: operations up to proxy_options::store_path_bytes post no command (the ring's
+//     ticket count does not move), larger ones one each; with a fence between them, a small put
+//     (stores) after a bulk put (copy engine) to the same bytes lands last.
+// Every case but the store path's runs in a world with the store path off (make_proxy_world).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -21,12 +25,20 @@
 #include "../ops/common.cuh"
 
 using namespace gpucomm::test::ops;
-using gpucomm::test::the_world;
 
 namespace proxy_queue_tests {
 
 using proxy_comm = gpucomm::comm<gpucomm::ProxyQueue>;
 static_assert(std::is_same_v<gpucomm::test::transport_under_test, gpucomm::ProxyQueue>);
+
+/// A world in which every ProxyQueue operation goes through the proxy (the store path off): the
+/// cases below are about the proxy, its ring and its backends.
+std::unique_ptr<gpucomm::world> make_proxy_world(gpucomm::proxy_options o = gpucomm::test::proxy_test_options()) {
+  auto w = gpucomm::test::make_world();
+  o.store_path_bytes = 0;
+  w->configure<gpucomm::ProxyQueue>(o);
+  return w;
+}
 
 constexpr std::size_t chunk = 64;  // bytes per command in the many-commands test
 
@@ -86,17 +98,15 @@ void run_many_commands(gpucomm::world& w, unsigned grid, unsigned block, int per
 
 TEST_CASE("ProxyQueue: far more commands than the ring holds, from every thread of 8 CTAs", "[proxy][sanitize]") {
   // 8 x 128 threads x 8 commands = 8192 per PE through a ring of 64: it wraps 128 times.
-  run_many_commands(the_world(), 8, 128, 8, 7001);
+  run_many_commands(*make_proxy_world(), 8, 128, 8, 7001);
 }
 
 TEST_CASE("ProxyQueue: one proxy thread for all local PEs", "[proxy]") {
   // The suite's other tests run with the default, a thread per PE.
-  auto w = gpucomm::test::make_world();
   gpucomm::proxy_options o = gpucomm::test::proxy_test_options();
   o.log_depth = 5;
   o.threads = gpucomm::proxy_threads::per_process;
-  w->configure<gpucomm::ProxyQueue>(o);
-  run_many_commands(*w, 4, 128, 8, 7002);
+  run_many_commands(*make_proxy_world(o), 4, 128, 8, 7002);
 }
 
 // ---- local buffers in shared memory and outside the heap (the copy engines' backend: the NIC
@@ -148,7 +158,8 @@ __global__ void local_buffers_kernel(local_args a) {
 GPUCOMM_TEST_CASE_IF(!gpucomm::test::proxy_nic_backend,
                      "ProxyQueue: local buffers in shared memory and outside the heap, both ways",
                      "[proxy][sanitize]") {
-  auto& w = the_world();
+  auto const world = make_proxy_world();
+  auto& w = *world;
   int const npes = w.npes();
   std::uint64_t const salt = 7003;
   auto arena = w.alloc<unsigned char>(4 * local_bytes);
@@ -226,7 +237,7 @@ GPUCOMM_TEST_CASE_IF(!gpucomm::test::proxy_nic_backend,
   int npes = 0;
   std::vector<int> locals;
   {
-    auto w = gpucomm::test::make_world();
+    auto w = make_proxy_world();
     npes = w->npes();
     locals = w->local_pes();
     // Never freed: world::deallocate would wait for the proxy itself, and this is about the
@@ -259,7 +270,8 @@ TEST_CASE("ProxyQueue: freeing a block while the proxy still copies from it wait
   constexpr int chunks = 1024;
   constexpr std::size_t bytes = std::size_t{chunks} * 4096;
   std::uint64_t const salt = 7006;
-  auto& w = the_world();
+  auto const world = make_proxy_world();
+  auto& w = *world;
   int const npes = w.npes();
   std::map<int, unsigned char*> out;
   // The NIC writes only into the heap; the copy engines' gets land outside it.
@@ -315,7 +327,8 @@ __global__ void failing_kernel(failing_args a) {
 }
 
 TEST_CASE("ProxyQueue: failed commands are reported by world::synchronize, and the ring goes on", "[proxy]") {
-  auto& w = the_world();
+  auto const world = make_proxy_world();
+  auto& w = *world;
   int const npes = w.npes();
   auto src = w.alloc<unsigned char>(64);
   auto dst = w.alloc<unsigned char>(64);
@@ -374,6 +387,100 @@ TEST_CASE("ProxyQueue: failed commands are reported by world::synchronize, and t
   for (int pe : w.local_pes()) {
     auto const got = download(w, pe, dst.ptr(pe), 64);
     CHECK(got == pattern_arena(7005, (pe + npes - 1) % npes, 64));
+  }
+  w.barrier();
+}
+
+// ---- the store path -------------------------------------------------------------------------------
+
+constexpr std::size_t store_limit = 4096;    // the store path's limit in these cases
+constexpr std::size_t bulk_bytes = 1 << 20;  // a copy engine's put
+constexpr std::size_t small_bytes = 256;     // then a store put onto its first bytes
+constexpr int store_rounds = 4;
+
+struct store_args {
+  proxy_comm c;
+  sym_ptr<unsigned char> src;  // [bulk_bytes + small_bytes]: this PE's pattern
+  sym_ptr<unsigned char> dst;  // [store_rounds * bulk_bytes]: region r written in round r
+  sym_ptr<signal_t> sig;       // [1]
+  unsigned long long* errors;  // local: [0] commands posted where none or one was due
+};
+
+/// Which operations post a command: each size at and just above the limit, by put, get and
+/// put_signal; then per round a bulk put_nbi, a fence and a small put onto the same bytes.
+__global__ void store_path_kernel(store_args a) {
+  auto const block = cooperative_groups::this_thread_block();
+  int const next = (a.c.my_pe() + 1) % a.c.npes();
+  unsigned char* const scratch = a.src.get() + bulk_bytes + small_bytes;  // a get's local destination
+  auto const posted = [&](auto&& op) {
+    block.sync();
+    std::uint64_t const before = a.c.state().ring.tickets_issued();
+    op();
+    block.sync();
+    return a.c.state().ring.tickets_issued() - before;
+  };
+  std::size_t const sizes[] = {8, store_limit, store_limit + 16};
+  for (std::size_t const bytes : sizes) {
+    std::uint64_t const due = bytes > store_limit ? 1 : 0;
+    std::uint64_t const put = posted([&] { a.c.put(block, a.dst, a.src.get(), bytes, next); });
+    std::uint64_t const get =
+        posted([&] { a.c.get(block, scratch, gpucomm::sym_ptr<unsigned char const>(a.src.get()), bytes, next); });
+    std::uint64_t const ps =
+        posted([&] { a.c.put_signal(block, a.dst, a.src.get(), bytes, a.sig, 1, gpucomm::signal_op::set, next); });
+    if (block.thread_rank() == 0) report(a.errors, (put != due) + (get != due) + (ps != due));
+  }
+  a.c.quiet(block);
+  a.c.barrier(block);  // the peers' checks above are done with dst
+  for (int r = 0; r < store_rounds; ++r) {
+    auto const region = a.dst + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * bulk_bytes);
+    a.c.put_nbi(block, region, a.src.get(), bulk_bytes, next);
+    a.c.fence(block);
+    a.c.put(block, region, a.src.get() + bulk_bytes, small_bytes, next);
+  }
+  a.c.quiet(block);
+}
+
+GPUCOMM_TEST_CASE_IF(!gpucomm::test::proxy_nic_backend,
+                     "ProxyQueue: the store path takes small operations; after a fence a small put lands last",
+                     "[proxy][sanitize]") {
+  gpucomm::proxy_options o = gpucomm::test::proxy_test_options();
+  o.store_path_bytes = store_limit;
+  auto const world = gpucomm::test::make_world();
+  auto& w = *world;
+  w.configure<gpucomm::ProxyQueue>(o);
+  int const npes = w.npes();
+  std::uint64_t const salt = 7008;
+  std::size_t const src_bytes = bulk_bytes + small_bytes;
+  auto src = w.alloc<unsigned char>(src_bytes + store_limit + 16);  // a get's scratch behind the pattern
+  auto dst = w.alloc<unsigned char>(store_rounds * bulk_bytes);
+  auto sig = w.alloc<signal_t>(1);
+  auto errors = make_counters(w);
+  for (int pe : w.local_pes()) {
+    upload(w, pe, src.ptr(pe), pattern_arena(salt, pe, src_bytes));
+    fill_bytes(w, pe, dst.ptr(pe).get(), poison_byte, dst.size_bytes());
+  }
+  w.barrier();
+  for_each_local_pe(w, [&](int pe) {
+    store_path_kernel<<<1, 256, 0, w.stream(pe)>>>(
+        store_args{w.comm<gpucomm::ProxyQueue>(pe), src.ptr(pe), dst.ptr(pe), sig.ptr(pe), errors.ptr(pe).get()});
+    GPUCOMM_TEST_CUDA(cudaGetLastError());
+  });
+  finish(w);
+  w.barrier();
+  for (int pe : w.local_pes()) {
+    int const prev = (pe + npes - 1) % npes;
+    auto const sent = pattern_arena(salt, prev, src_bytes);
+    auto const got = download(w, pe, dst.ptr(pe), store_rounds * bulk_bytes);
+    std::size_t wrong = 0;
+    for (int r = 0; r < store_rounds; ++r) {
+      for (std::size_t k = 0; k < bulk_bytes; ++k) {
+        unsigned char const want = k < small_bytes ? sent[bulk_bytes + k] : sent[k];
+        wrong += got[static_cast<std::size_t>(r) * bulk_bytes + k] != want;
+      }
+    }
+    INFO("PE " << pe);
+    CHECK(download(w, pe, errors.ptr(pe), 1)[0] == 0);  // the path each size took
+    CHECK(wrong == 0);                                  // the small put landed last in every round
   }
   w.barrier();
 }

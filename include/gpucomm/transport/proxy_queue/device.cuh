@@ -18,12 +18,20 @@
 // copies whose local buffer is in shared or local memory (the copy engine reads and writes only
 // global memory).
 //
+// The store path: puts, gets and put_signals of at most proxy_options::store_path_bytes to a peer
+// the copy engines serve are the group's own loads and stores over the mapped heap (NVLinkStore's
+// code), as are those whose local buffer the copy engines cannot reach; a command costs the proxy
+// and the copy engine microseconds however small it is. Ordering between the two paths: none
+// without a fence, as OpenSHMEM allows (a small put issued after a bulk put to the same bytes may
+// land first); fence and quiet complete both, so after a fence the small put lands last.
+//
 // How each operation meets comm.cuh's contract:
 //   put             local src in global memory: g syncs (every thread's writes of src are ordered
 //                   before the leader's post, whose release at system scope carries them to the
 //                   proxy and so to the copy engine), the leader posts a put; blocking: the leader
 //                   waits until the proxy reports it complete (the copy has written the peer),
-//                   then g syncs. src elsewhere: the group's own stores, as NVLinkStore.
+//                   then g syncs. Small ones, or src elsewhere: the group's own stores, as
+//                   NVLinkStore.
 //   put_nbi         as put without the wait: src must not change before quiet.
 //   get / get_nbi   as put, the other way: blocking returns when dst holds the data (the leader's
 //                   acquire of the completion, then g's sync); get_nbi's dst is valid after quiet.
@@ -94,7 +102,7 @@ struct ProxyQueue {
                              bool blocking) {
     detail::check_pe(pe, c.npes());
     std::size_t const bytes = n * sizeof(T);
-    if (!engine_reaches(src)) {
+    if (!engine_reaches(src) || by_stores(c, pe, bytes)) {
       refuse_if_nic(c, pe, "put");
       detail::group_copy(g, peer_address(c, dst, pe), src, bytes);
       if (blocking) group_sync(g);
@@ -113,7 +121,7 @@ struct ProxyQueue {
                              bool blocking) {
     detail::check_pe(pe, c.npes());
     std::size_t const bytes = n * sizeof(T);
-    if (!engine_reaches(dst)) {
+    if (!engine_reaches(dst) || by_stores(c, pe, bytes)) {
       refuse_if_nic(c, pe, "get");
       detail::group_copy(g, dst, peer_address(c, src, pe), bytes);
       if (blocking) group_sync(g);
@@ -133,7 +141,7 @@ struct ProxyQueue {
     detail::check_pe(pe, c.npes());
     std::size_t const bytes = n * sizeof(T);
     std::uint8_t const path = path_to(c, pe);
-    if (!engine_reaches(src)) {
+    if (!engine_reaches(src) || by_stores(c, pe, bytes)) {
       refuse_if_nic(c, pe, "put_signal");
       detail::group_copy(g, peer_address(c, dst, pe), src, bytes);
       signal(c, g, sig, value, op, pe);  // its group sync orders the copy's stores before the update
@@ -224,6 +232,12 @@ struct ProxyQueue {
   __device__ static GPUCOMM_FORCEINLINE std::uint8_t path_to(comm<ProxyQueue> const& c, int pe) {
     std::uint8_t const* paths = c.state().paths;
     return paths == nullptr ? std::uint8_t{0} : paths[pe];
+  }
+
+  /// Whether the group's own loads and stores carry a put, get or put_signal of `bytes` to pe: the
+  /// store path, for small ones to a peer the GPU reaches (the copy engines' peers).
+  __device__ static GPUCOMM_FORCEINLINE bool by_stores(comm<ProxyQueue> const& c, int pe, std::size_t bytes) {
+    return bytes <= c.state().store_path_bytes && (path_to(c, pe) & detail::proxy_data_nic) == 0;
   }
 
   /// Traps when pe's data goes through the NIC: a local buffer the copy engine cannot reach (shared

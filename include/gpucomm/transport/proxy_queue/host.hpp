@@ -51,6 +51,7 @@ class proxy_queue_host {
     proxy_threads const threads = proxy_threads_from(options.threads, first);
     proxy_backends const backends = proxy_backends_from(options.backends, first);
     issue_delay_ = std::chrono::microseconds(options.issue_delay_us);
+    store_path_bytes_ = proxy_store_path_bytes_from(options.store_path_bytes, first);
     // The copy engines serve the peers the heap maps: a copy queued behind a kernel that waits for
     // it would never run, so the GPUs' hardware queues must be widened (collective).
     if (backends != proxy_backends::nic) w.require_hardware_queues("world::comm<ProxyQueue>");
@@ -116,6 +117,7 @@ class proxy_queue_host {
     s.results = l.results.get();
     s.result_claims = l.claims.get();
     s.result_slots = l.results ? static_cast<std::uint32_t>(std::size_t{1} << log_depth_) : 0;
+    s.store_path_bytes = store_path_bytes_;
     return s;
   }
 
@@ -405,6 +407,7 @@ class proxy_queue_host {
   world* world_;
   unsigned log_depth_ = 10;
   std::chrono::microseconds issue_delay_{0};
+  std::uint32_t store_path_bytes_ = 0;
   mutable proxy_failures failures_;
   std::vector<std::uint8_t> paths_;           // [from * npes + to]: proxy_path bits; empty: no NIC
   std::unique_ptr<nic_endpoints> endpoints_;  // the NIC backends' NICs (before locals_: outlives their QPs, MRs)

@@ -24,6 +24,10 @@ enum class proxy_backends {
 /// type as IBGDAPost's (ibgda_options::model_faults).
 using proxy_model_faults = nic_model_faults;
 
+/// The store path's default size limit (proxy_options::store_path_bytes): where a warp's stores
+/// and a copy engine's command take about the same time (docs/proxyqueue.md, "The store path").
+inline constexpr long long default_store_path_bytes = 16384;
+
 struct proxy_options {
   /// log2 of each ring's command count (64 bytes each, pinned host memory). 0: the environment
   /// variable GPUCOMM_PROXY_LOG_DEPTH if set, else 10 (1024 commands, 64 KiB per PE). 1 to 20.
@@ -42,6 +46,12 @@ struct proxy_options {
   /// linked with gpucomm::verbs); model: the software NIC model, a test and development tool
   /// (docs/proxyqueue.md, "The NIC backend").
   nic_choice nic = nic_choice::automatic;
+  /// Puts, gets and put_signals of at most this many bytes to a peer the GPU can store to (one the
+  /// copy engines serve) go through the calling group's own loads and stores, as NVLinkStore's do:
+  /// a copy engine's command costs microseconds however small it is. Larger ones, and every one
+  /// to a NIC peer, go to the proxy. -1: GPUCOMM_PROXY_STORE_BYTES if set, else
+  /// default_store_path_bytes; 0: every operation goes to the proxy. At most 1 GiB.
+  long long store_path_bytes = -1;
   /// Faults the NIC model injects (nic_choice::model only).
   proxy_model_faults model_faults{};
   /// A test and development tool: the proxy waits this long (microseconds) before it issues each

@@ -3,6 +3,7 @@
 // (host/detail/env_count.hpp): an option that is set wins; a bad value of either throws a
 // gpucomm::error naming it. Host only, apart from the host half so that host tests reach them.
 
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -53,6 +54,20 @@ inline proxy_threads proxy_threads_from(proxy_threads option, int pe) {
   auto const i = env_word("GPUCOMM_PROXY_THREADS", {"per_process", "per_pe"}, "ProxyQueue", pe,
                           "set it to per_process or per_pe, or leave it unset");
   return i && *i == 0 ? proxy_threads::per_process : proxy_threads::per_pe;
+}
+
+/// The store path's limit in bytes: proxy_options::store_path_bytes when >= 0, else
+/// GPUCOMM_PROXY_STORE_BYTES, else default_store_path_bytes; at most 1 GiB either way.
+inline std::uint32_t proxy_store_path_bytes_from(long long option, int pe) {
+  constexpr long long most = 1ll << 30;
+  if (option > most || option < -1) {
+    throw error("ProxyQueue", pe, "proxy_options::store_path_bytes is " + std::to_string(option),
+                "give 0 (off) to 1073741824 bytes, or -1 for the environment variable or the default");
+  }
+  if (option >= 0) return static_cast<std::uint32_t>(option);
+  auto const env = env_count("GPUCOMM_PROXY_STORE_BYTES", 0, most, "ProxyQueue",
+                             "give 0 (off) to 1073741824 bytes, or leave it unset", pe);
+  return static_cast<std::uint32_t>(env ? *env : default_store_path_bytes);
 }
 
 /// GPUCOMM_PROXY_STREAMS: per_pe (false), per_peer (true), or unset (nothing: ProxyQueue decides).

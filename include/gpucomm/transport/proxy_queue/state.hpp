@@ -29,6 +29,9 @@ struct proxy_queue_state {
   std::uint64_t const* results = nullptr;
   std::uint32_t* result_claims = nullptr;  ///< [result_slots]: 1 while a caller holds the slot
   std::uint32_t result_slots = 0;          ///< a power of two
+  /// Puts, gets and put_signals of at most this many bytes to a peer the copy engines serve go
+  /// through the calling group's own loads and stores instead (proxy_options::store_path_bytes).
+  std::uint32_t store_path_bytes = 0;
 };
 static_assert(std::is_trivially_copyable_v<proxy_queue_state>);
 
