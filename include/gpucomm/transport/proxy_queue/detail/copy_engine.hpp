@@ -14,16 +14,17 @@
 // Copies are gathered per stream while the proxy reads a batch of commands, and go out as one
 // cudaMemcpyBatchAsync (one cudaMemcpyAsync when there is one): a CUDA call costs microseconds of
 // the proxy's time, which would otherwise cap the command rate at a few hundred thousand per
-// second. The copies of one batch may run in any order among themselves, which the contract
-// allows: puts to a PE are ordered only by fence and quiet, and ProxyQueue's fence is a quiet
-// (device.cuh), so no two copies that must stay ordered are ever in flight together. Whatever
-// must follow copies (a put_signal's signal write, the completion marker) is issued after the
-// gathered copies go out, so stream order puts it after them.
-// Addresses come as this PE's view of the symmetric heap; the peer's copy is `(peer - pe) * stride`
-// bytes away in this process (host/detail/heap.hpp). A command whose heap range lies outside this
-// PE's slot, whose local buffer (outside the heap) is not memory CUDA knows, whose PE is out of
-// range, or whose operation this backend does not carry, is refused and recorded, never carried
-// out: an address CUDA does not know would otherwise be copied as pageable host memory.
+// second. Gathered copies that continue one another (sorted by destination, the next one's
+// destination and source start where this one's end) go as one copy: the copy engine's cost per
+// copy, not per byte, is what bounds many small puts to neighbouring words. The copies of one batch may run in any
+// order among themselves, which the contract allows: puts to a PE are ordered only by fence and quiet, and ProxyQueue's
+// fence is a quiet (device.cuh), so no two copies that must stay ordered are ever in flight together. Whatever must
+// follow copies (a put_signal's signal write, the completion marker) is issued after the gathered copies go out, so
+// stream order puts it after them. Addresses come as this PE's view of the symmetric heap; the peer's copy is `(peer -
+// pe) * stride` bytes away in this process (host/detail/heap.hpp). A command whose heap range lies outside this PE's
+// slot, whose local buffer (outside the heap) is not memory CUDA knows, whose PE is out of range, or whose operation
+// this backend does not carry, is refused and recorded, never carried out: an address CUDA does not know would
+// otherwise be copied as pageable host memory.
 //
 // Completion: after a batch of commands, one cuStreamWriteValue64 per stream that received work
 // writes the batch's last ticket + 1 into that stream's word in mapped host memory (again after
@@ -48,6 +49,7 @@
 #include "../../../host/detail/driver.hpp"
 #include "../command.cuh"
 #include "failures.hpp"
+#include "merge_copies.hpp"
 
 namespace gpucomm::detail {
 
@@ -226,12 +228,30 @@ class copy_engine_backend {
     std::vector<void const*> srcs;
     std::vector<std::size_t> sizes;
     std::vector<std::uint64_t> gathered;
+    std::vector<copy_range> ranges;  // merge()'s scratch
 
     void gather(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, std::uint64_t ticket) {
       dsts.push_back(reinterpret_cast<void*>(dst));
       srcs.push_back(reinterpret_cast<void const*>(src));
       sizes.push_back(static_cast<std::size_t>(bytes));
       gathered.push_back(ticket);
+    }
+
+    /// Joins the gathered copies that continue one another into one (merge_contiguous).
+    void merge() {
+      if (dsts.size() < 2) return;
+      ranges.resize(dsts.size());
+      for (std::size_t i = 0; i < ranges.size(); ++i)
+        ranges[i] = {reinterpret_cast<std::uintptr_t>(dsts[i]), reinterpret_cast<std::uintptr_t>(srcs[i]), sizes[i]};
+      std::size_t const n = merge_contiguous(ranges);
+      dsts.resize(n);
+      srcs.resize(n);
+      sizes.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        dsts[i] = reinterpret_cast<void*>(ranges[i].dst);
+        srcs[i] = reinterpret_cast<void const*>(ranges[i].src);
+        sizes[i] = ranges[i].bytes;
+      }
     }
   };
 
@@ -241,14 +261,15 @@ class copy_engine_backend {
     lane& l = lanes_[i];
     cudaError_t rc = cudaSuccess;
     char const* call = "cudaMemcpyAsync";
-    if (l.gathered.size() == 1) {
+    l.merge();
+    if (l.dsts.size() == 1) {
       rc = cudaMemcpyAsync(l.dsts[0], l.srcs[0], l.sizes[0], cudaMemcpyDefault, l.stream);
     } else {
       call = "cudaMemcpyBatchAsync";
       cudaMemcpyAttributes attributes{};
       attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;  // after the stream's earlier work
       std::size_t first = 0;
-      rc = cudaMemcpyBatchAsync(l.dsts.data(), l.srcs.data(), l.sizes.data(), l.gathered.size(), &attributes, &first, 1,
+      rc = cudaMemcpyBatchAsync(l.dsts.data(), l.srcs.data(), l.sizes.data(), l.dsts.size(), &attributes, &first, 1,
                                 l.stream);
     }
     bool const sent = rc == cudaSuccess;
@@ -262,7 +283,7 @@ class copy_engine_backend {
       for (std::size_t b : l.sizes) bytes += b;
       failures_->record({at_.pe, peer_of_lane(i), proxy_queue::command_op::nop, l.gathered.front(), bytes,
                          std::string(call) + ": " + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ") for " +
-                             std::to_string(l.gathered.size()) + " copies from ticket " +
+                             std::to_string(l.gathered.size()) + " commands from ticket " +
                              std::to_string(l.gathered.front())});
       failed_.insert(failed_.end(), l.gathered.begin(), l.gathered.end());
     }

@@ -1,0 +1,92 @@
+// ProxyQueue's joining of contiguous copies (transport/proxy_queue/detail/merge_copies.hpp), checked
+// against what the copies do: random batches of copies between two arenas are carried out once
+// as given and once as joined, byte by byte, and must leave the same destination arena; and the
+// count of joined copies is checked where it is known (runs of neighbouring words in any order).
+#include <gpucomm/transport/proxy_queue/detail/merge_copies.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+using gpucomm::detail::copy_range;
+using gpucomm::detail::merge_contiguous;
+
+namespace {
+
+constexpr std::size_t arena_bytes = 4096;
+
+/// The destination arena after copying `ranges` (offsets into the arenas) in order.
+std::vector<unsigned char> apply(std::vector<copy_range> const& ranges, std::vector<unsigned char> const& source) {
+  std::vector<unsigned char> dst(arena_bytes, 0xA5);
+  for (copy_range const& r : ranges) std::memcpy(dst.data() + r.dst, source.data() + r.src, r.bytes);
+  return dst;
+}
+
+}  // namespace
+
+TEST_CASE("merge_contiguous: neighbouring words in any order become one copy", "[proxy]") {
+  std::mt19937_64 rng(11);
+  std::vector<copy_range> ranges;
+  for (std::size_t i = 0; i < 64; ++i) ranges.push_back({1000 + 8 * i, 200 + 8 * i, 8});
+  std::shuffle(ranges.begin(), ranges.end(), rng);
+  REQUIRE(merge_contiguous(ranges) == 1);
+  CHECK(ranges[0].dst == 1000);
+  CHECK(ranges[0].src == 200);
+  CHECK(ranges[0].bytes == 512);
+}
+
+TEST_CASE("merge_contiguous: what is not contiguous at both ends stays apart", "[proxy]") {
+  std::vector<copy_range> ranges = {
+      {0, 0, 8},    {8, 16, 8},    // destination contiguous, source not
+      {100, 50, 8}, {108, 58, 0},  // an empty copy between: dropped, and the next one still joins
+      {108, 58, 4}, {112, 62, 8},  // joins: 100..120 from 50..70
+      {300, 0, 16}, {308, 8, 8},   // overlapping destinations: apart
+  };
+  std::size_t const n = merge_contiguous(ranges);
+  ranges.resize(n);
+  std::vector<copy_range> const want = {{0, 0, 8}, {8, 16, 8}, {100, 50, 20}, {300, 0, 16}, {308, 8, 8}};
+  REQUIRE(ranges.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("copy " << i);
+    CHECK(ranges[i].dst == want[i].dst);
+    CHECK(ranges[i].src == want[i].src);
+    CHECK(ranges[i].bytes == want[i].bytes);
+  }
+}
+
+TEST_CASE("merge_contiguous: joined copies move the same bytes as the copies given", "[proxy]") {
+  std::mt19937_64 rng(12);
+  std::vector<unsigned char> source(arena_bytes);
+  for (auto& b : source) b = static_cast<unsigned char>(rng());
+  for (int trial = 0; trial < 500; ++trial) {
+    // Disjoint destination pieces (as one batch of puts must be for its result to be defined),
+    // each from a source piece that often continues the previous one.
+    std::vector<copy_range> ranges;
+    std::size_t dst = rng() % 64, src = rng() % 64;
+    while (true) {
+      std::size_t const bytes = 1 + rng() % 24;
+      if (dst + bytes > arena_bytes || src + bytes > arena_bytes) break;
+      ranges.push_back({dst, src, bytes});
+      dst += bytes + (rng() % 4 == 0 ? rng() % 16 : 0);
+      src = rng() % 5 == 0 ? rng() % (arena_bytes / 2) : src + bytes;
+    }
+    std::vector<unsigned char> const want = apply(ranges, source);
+    std::size_t const given = ranges.size();
+    std::shuffle(ranges.begin(), ranges.end(), rng);
+    std::size_t const n = merge_contiguous(ranges);
+    ranges.resize(n);
+    INFO("trial " << trial << ": " << given << " copies, " << n << " joined");
+    CHECK(n <= given);
+    CHECK(apply(ranges, source) == want);
+    for (std::size_t i = 1; i < n; ++i) {  // nothing left that could have been joined
+      bool const continues = ranges[i].dst == ranges[i - 1].dst + ranges[i - 1].bytes &&
+                             ranges[i].src == ranges[i - 1].src + ranges[i - 1].bytes;
+      CHECK_FALSE(continues);
+    }
+  }
+}
