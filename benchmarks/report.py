@@ -285,7 +285,7 @@ def proxyqueue_lines(r, nvlink_pingpong):
                       wanted="0.97x the copy engine", fmt_target=lambda v: f"0.97x copy engine = {fmt(v, 'GB/s')}"))
     ps = best(pick(r, case="proxyqueue_put_signal_pingpong", library="gpucomm", size=8), key=min)
     lines.append(Line("ProxyQueue put_signal ping-pong one way, 8 B (best scope)", ps and ps["value"], peer_name=None,
-                      ref=f"NVLinkStore {fmt(nvlink_pingpong and nvlink_pingpong['value'], 'us')}", target=7,
+                      ref=f"NVLinkStore {fmt(nvlink_pingpong and nvlink_pingpong['value'], 'us')}", target=3,
                       higher=False, unit="us", g_where=f" ({ps['scope']})" if ps else ""))
 
     def per_proxy(x):  # the rate is summed over both PEs: per_pe runs a proxy for each
@@ -295,11 +295,14 @@ def proxyqueue_lines(r, nvlink_pingpong):
         pts = [x for x in pick(r, case="proxyqueue_command_rate", library="gpucomm") if x["variant"].startswith(kind)]
         return max(pts, key=per_proxy) if pts else None
 
-    put, nop = best_rate("put_nbi 8 B/"), best_rate("nop/")
-    lines.append(Line("ProxyQueue commands per second per proxy, 8-byte put_nbi (best posting threads)",
+    put, nop = best_rate("put_nbi 8 B contiguous/"), best_rate("nop/")
+    scattered = best_rate("put_nbi 8 B scattered/")
+    lines.append(Line("ProxyQueue commands per second per proxy, contiguous 8-byte put_nbi, store path off "
+                      "(best posting threads)",
                       put and per_proxy(put), peer_name=None, target=20, unit="M/s",
                       g_where=f" ({put['threads']} threads, {put['variant'].split('/')[1]})" if put else "",
-                      ref=f"nops: {fmt(nop and per_proxy(nop), 'M/s')}"))
+                      ref=f"nops: {fmt(nop and per_proxy(nop), 'M/s')}; scattered puts: "
+                          f"{fmt(scattered and per_proxy(scattered), 'M/s')}"))
     return lines
 
 

@@ -116,11 +116,14 @@ auto const latency_value = [](std::vector<double> const& ms, int iters) { return
 
 }  // namespace
 
+/// `store_path_bytes`: ProxyQueue's proxy_options::store_path_bytes (-1: its default).
 template <class Transport>
-void put_latency(bench::session& s) {
+void put_latency_with(bench::session& s, long long store_path_bytes) {
   auto const& o = s.opt();
   constexpr std::size_t max_size = 64 * bench::KiB;  // NVSHMEM's -e 64K
   gpucomm::world w = make_world(2, 64 * bench::MiB);
+  if constexpr (std::is_same_v<Transport, gpucomm::ProxyQueue>)
+    w.configure<gpucomm::ProxyQueue>({.store_path_bytes = store_path_bytes});
   auto buf = w.alloc<std::byte>(max_size);
   bench::event_timer timer(w.device(0));
   w.barrier();
@@ -130,7 +133,7 @@ void put_latency(bench::session& s) {
     int const threads = bench::latency_threads(sc);
     for (std::size_t const size : bench::geometric(4, max_size, o.quick ? 4 : 2)) {
       bench::row where = base_row<Transport>(case_for<Transport>("put_latency"), 2);
-      where.variant = "put_nbi+quiet";
+      where.variant = store_path_bytes == 0 ? "put_nbi+quiet, store path off" : "put_nbi+quiet";
       where.scope = name(sc);
       where.ctas = 1;
       where.threads = threads;
@@ -149,6 +152,19 @@ void put_latency(bench::session& s) {
         return finish(where, m);
       });
     }
+  }
+}
+
+/// ProxyQueue's put_latency runs twice: with its store path (the default: small puts are the
+/// group's stores) and with it off (every put a command to the proxy), which shows where the two
+/// paths cross (proxy_options::store_path_bytes).
+template <class Transport>
+void put_latency(bench::session& s) {
+  if constexpr (std::is_same_v<Transport, gpucomm::ProxyQueue>) {
+    put_latency_with<Transport>(s, -1);
+    put_latency_with<Transport>(s, 0);
+  } else {
+    put_latency_with<Transport>(s, -1);
   }
 }
 

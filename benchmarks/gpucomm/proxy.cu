@@ -6,9 +6,13 @@
 //                            pinned host memory -> GPU, per iteration.
 //   proxyqueue_command_rate  both PEs at once, each from `threads` GPU threads of one CTA: every
 //                            thread posts `iters` commands (nop, or a put_nbi of 8 bytes to the
-//                            other PE), then the CTA quiets; commands per second summed over both
-//                            PEs, with one proxy thread for the process (per_process) or one per PE
-//                            (per_pe): the measurement behind proxy_options::threads' default.
+//                            other PE: contiguous, thread t to word t, which the copy engine
+//                            backend joins into one copy per batch; or scattered, thread t to
+//                            word 8t, which it cannot), then the CTA quiets; commands per second
+//                            summed over both PEs, with one proxy thread for the process
+//                            (per_process) or one per PE (per_pe): the measurement behind
+//                            proxy_options::threads' default. The store path is off: every put
+//                            is a command.
 // With both PEs on one GPU the figures are smoke.
 #include "common.cuh"
 
@@ -31,12 +35,15 @@ __global__ void ring_round_trip_kernel(gpucomm::comm<ProxyQueue> c, int iters) {
   }
 }
 
+/// Words between neighbouring threads' puts in the scattered variant.
+constexpr int scatter = 8;
+
 template <bool Put>
 __global__ void __launch_bounds__(1024, 1)
-    command_rate_kernel(gpucomm::comm<ProxyQueue> c, gpucomm::sym_ptr<std::uint64_t> buf, int iters) {
+    command_rate_kernel(gpucomm::comm<ProxyQueue> c, gpucomm::sym_ptr<std::uint64_t> buf, int stride, int iters) {
   int const peer = 1 - c.my_pe();
   auto const me = gpucomm::this_thread();
-  auto const slot = buf + static_cast<std::ptrdiff_t>(threadIdx.x);
+  auto const slot = buf + static_cast<std::ptrdiff_t>(threadIdx.x) * stride;
   for (int i = 0; i < iters; ++i) {
     if constexpr (Put) {
       c.put_nbi(me, slot, slot.get(), 1, peer);
@@ -85,16 +92,20 @@ void proxyqueue_command_rate(bench::session& s) {
   auto const& o = s.opt();
   for (auto const mode : {gpucomm::proxy_threads::per_process, gpucomm::proxy_threads::per_pe}) {
     gpucomm::world w = make_world(2, 64 * bench::MiB);
-    w.configure<ProxyQueue>({.threads = mode});
-    auto buf = w.alloc<std::uint64_t>(1024);
+    w.configure<ProxyQueue>({.threads = mode, .store_path_bytes = 0});
+    auto buf = w.alloc<std::uint64_t>(1024 * scatter);
     std::vector<bench::event_timer> timers;
     for (int pe = 0; pe < 2; ++pe) timers.emplace_back(w.device(pe));
     w.barrier();
-    for (bool const put : {false, true}) {
+    // What each thread posts: nops (stride 0), or 8-byte puts to neighbouring (1) or scattered words.
+    for (int const stride : {0, 1, scatter}) {
+      bool const put = stride != 0;
       for (int const threads : {1, 32, 256}) {
         bench::row where = base_row<ProxyQueue>("proxyqueue_command_rate", 2);
-        where.variant = std::string(put ? "put_nbi 8 B" : "nop") + "/" +
-                        (mode == gpucomm::proxy_threads::per_pe ? "per_pe" : "per_process");
+        where.variant = std::string(!put          ? "nop"
+                                    : stride == 1 ? "put_nbi 8 B contiguous"
+                                                  : "put_nbi 8 B scattered") +
+                        "/" + (mode == gpucomm::proxy_threads::per_pe ? "per_pe" : "per_process");
         where.scope = "thread";
         where.ctas = 1;
         where.threads = threads;
@@ -108,9 +119,11 @@ void proxyqueue_command_rate(bench::session& s) {
               BENCH_CUDA(cudaSetDevice(w.device(pe)));
               timers[pe].start(w.stream(pe));
               if (put)
-                command_rate_kernel<true><<<1, threads, 0, w.stream(pe)>>>(w.comm<ProxyQueue>(pe), buf.ptr(pe), iters);
+                command_rate_kernel<true>
+                    <<<1, threads, 0, w.stream(pe)>>>(w.comm<ProxyQueue>(pe), buf.ptr(pe), stride, iters);
               else
-                command_rate_kernel<false><<<1, threads, 0, w.stream(pe)>>>(w.comm<ProxyQueue>(pe), buf.ptr(pe), iters);
+                command_rate_kernel<false>
+                    <<<1, threads, 0, w.stream(pe)>>>(w.comm<ProxyQueue>(pe), buf.ptr(pe), stride, iters);
               BENCH_CUDA(cudaGetLastError());
               timers[pe].stop(w.stream(pe));
             }

@@ -179,20 +179,24 @@ class TargetsTest(unittest.TestCase):
                 row("proxyqueue_put_bw", "uni", 389.0, library="gpucomm", scope="block", size=16 * mib),
                 row("proxyqueue_put_bw", "uni", 380.0, library="gpucomm", scope="block", size=64 * mib),
                 row("proxyqueue_put_bw", "uni", 10.0, library="gpucomm", scope="thread", size=64 * mib),
-                row("proxyqueue_put_signal_pingpong", "set", 6.5, library="gpucomm", scope="warp", size=8),
-                row("proxyqueue_put_signal_pingpong", "set", 6.0, library="gpucomm", scope="block", size=64),
-                row("proxyqueue_command_rate", "put_nbi 8 B/per_pe", 30.0, library="gpucomm", threads=32),
-                row("proxyqueue_command_rate", "put_nbi 8 B/per_process", 18.0, library="gpucomm", threads=256),
+                row("proxyqueue_put_signal_pingpong", "set", 2.5, library="gpucomm", scope="warp", size=8),
+                row("proxyqueue_put_signal_pingpong", "set", 2.0, library="gpucomm", scope="block", size=64),
+                row("proxyqueue_command_rate", "put_nbi 8 B contiguous/per_pe", 30.0, library="gpucomm", threads=32),
+                row("proxyqueue_command_rate", "put_nbi 8 B contiguous/per_process", 18.0, library="gpucomm",
+                    threads=256),
+                row("proxyqueue_command_rate", "put_nbi 8 B scattered/per_process", 25.0, library="gpucomm",
+                    threads=256),
                 row("proxyqueue_command_rate", "nop/per_process", 70.0, library="gpucomm", threads=256)]
         lines = report.headline(rows)
         bulk = line(lines, "ProxyQueue put_bw")
         self.assertEqual((bulk.g, bulk.peer), (380.0, 396.0))  # 380/396 is worse than 389/390
         self.assertTrue(bulk.verdict().startswith("MISSED by 4"))  # 0.97 x 396 = 384.1
         ping = line(lines, "ProxyQueue put_signal")
-        self.assertEqual((ping.g, ping.verdict()), (6.5, "met"))  # 8 B only
+        self.assertEqual((ping.g, ping.verdict()), (2.5, "met"))  # 8 B only; <= 3 us
         rate = line(lines, "ProxyQueue commands per second")
         self.assertEqual(rate.g, 18.0)  # per_pe's 30 M is two proxies: 15 each
-        self.assertEqual(rate.verdict(), "MISSED by 2.00 M/s")
+        self.assertEqual(rate.verdict(), "MISSED by 2.00 M/s")  # contiguous puts only
+        self.assertIn("scattered puts: 25", rate.ref)
         self.assertEqual(line(report.headline([]), "ProxyQueue put_bw").verdict(), "not measured")
 
     def test_collectives_are_held_to_nccl(self):
