@@ -183,6 +183,8 @@ class rank_env {
   }
   /// Whether every command up to `ticket` completed within the ring's bound (60 s).
   bool wait(std::uint64_t ticket) { return ring_.ring.wait_complete(ticket) == gpucomm::proxy_queue::ring_status::ok; }
+  /// Whether every command up to `ticket` has completed (no wait).
+  bool is_complete(std::uint64_t ticket) const { return ring_.ring.is_complete(ticket); }
   bool quiet() {
     std::uint64_t const n = ring_.ring.tickets_issued();
     return n == 0 || wait(n - 1);
@@ -204,9 +206,12 @@ class rank_env {
  private:
   void serve() {
     std::uint64_t published = 0;
+    unsigned idle = 0;
     auto const complete = [&](std::uint64_t t) { window_.complete(t); };
     while (!stop_.load(std::memory_order_relaxed)) {
-      for (int read = 0; read < 64; ++read) {
+      int read = 0;
+      std::uint64_t const before = window_.low_water();
+      for (; read < 64; ++read) {
         command const* slot = reader_.peek();
         if (slot == nullptr) break;
         command const c = *slot;
@@ -225,6 +230,10 @@ class rank_env {
         published = window_.low_water();
         reader_.publish_completed(published);
       }
+      // Passes that move nothing give the CPU away now and then: these machines have fewer cores
+      // than the two ranks have spinning threads (ProxyQueue's proxy thread owns a core instead).
+      idle = read == 0 && window_.low_water() == before ? idle + 1 : 0;
+      if (idle % 16 == 15) std::this_thread::yield();
     }
   }
 
