@@ -144,6 +144,7 @@ class rank_env {
       engine_->import_region(r, g.base, g.bytes, keys[static_cast<std::size_t>(r)]);
       at.bases.push_back(g.base);
     }
+    bases_ = at.bases;
     at.results = results_.data();
     at.result_slots = static_cast<std::uint32_t>(results_.size());
     backend_ = std::make_unique<gpucomm::detail::engine_backend>(*engine_, *agent_, std::move(at), failures_);
@@ -171,6 +172,8 @@ class rank_env {
     return std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(results_[i])).load(std::memory_order_acquire);
   }
   gpucomm::engine::net_engine& engine() { return *engine_; }
+  /// Where rank `r`'s heap starts in its own address space.
+  std::uint64_t peer_base(int r) const { return bases_[static_cast<std::size_t>(r)]; }
 
   /// Posts command c (the producer's protocol); its ticket.
   std::uint64_t post(command const& c) {
@@ -244,6 +247,7 @@ class rank_env {
   std::unique_ptr<std::byte, free_heap> heap_;
   std::size_t heap_bytes_ = 0;
   std::vector<std::uint64_t> results_;
+  std::vector<std::uint64_t> bases_;
   gpucomm::engine::host_memory_agent host_agent_;
   gpucomm::engine::memory_agent* agent_ = nullptr;
   std::unique_ptr<gpucomm::engine::net_engine> engine_;

@@ -133,6 +133,62 @@ std::uint64_t apply_reference(atomic_op op, std::uint64_t old, std::uint64_t v, 
   return old;
 }
 
+/// The engine alone, driven from this thread (the proxy thread stopped): puts to the next rank,
+/// then flush(peer), whose completion must come after every put's; then each rank signals the
+/// other and serves until it has both its own signal's answer and the other's signal, so that
+/// neither stops serving while the other still needs it.
+void engine_flush(rank_env& env, layout const& L, checker& check) {
+  env.stop();
+  int const me = env.rank(), n = env.size(), to = (me + 1) % n, from = (me + n - 1) % n;
+  gpucomm::engine::net_engine& e = env.engine();
+  constexpr int puts = 32;
+  std::vector<std::byte> data(4096);
+  fill(data.data(), seed_of(me, to, 500), data.size());
+  std::uint64_t const peer_base = env.peer_base(to);
+  bool posted = true;
+  for (int i = 0; i < puts; ++i)
+    posted = posted && e.put(to, data.data(), peer_base + L.many_at(me) + 4096 * static_cast<std::size_t>(i),
+                             data.size(), static_cast<gpucomm::engine::token>(i))
+                           .ok();
+  posted = posted && e.flush(to, 1000).ok();
+  check(posted, "the engine accepts the puts and the flush");
+  std::vector<gpucomm::engine::completion> done;
+  int puts_done = 0, puts_after_flush = 0;
+  bool flushed = false, signalled = false, sent = false, failed = false;
+  auto* const word = reinterpret_cast<std::uint64_t*>(env.heap() + layout::signal_word(3, from));
+  auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!(flushed && signalled && std::atomic_ref<std::uint64_t>(*word).load() == 7) &&
+         std::chrono::steady_clock::now() < until) {
+    done.clear();
+    e.progress(done);
+    for (auto const& c : done) {
+      failed = failed || c.code != gpucomm::engine::errc::ok;
+      if (c.id < static_cast<gpucomm::engine::token>(puts)) {
+        ++puts_done;
+        puts_after_flush += flushed;
+      } else if (c.id == 1000) {
+        flushed = true;
+      } else if (c.id == 2000) {
+        signalled = true;
+      }
+    }
+    if (flushed && !sent) {
+      sent = e.signal(to, peer_base + layout::signal_word(3, me), gpucomm::signal_op::set, 7, 2000).ok();
+      check(sent, "the engine accepts the signal");
+      if (!sent) break;
+    }
+  }
+  check(!failed, "the engine completed every operation without error");
+  check(flushed && puts_done == puts && puts_after_flush == 0,
+        "flush(peer) completes after all " + std::to_string(puts) + " puts (" + std::to_string(puts_done) +
+            " completed, " + std::to_string(puts_after_flush) + " of them after the flush)");
+  check(signalled && std::atomic_ref<std::uint64_t>(*word).load() == 7, "the signals after the flushes arrive");
+  for (int i = 0; i < puts; ++i)
+    check(first_mismatch(env.heap() + L.many_at(from) + 4096 * static_cast<std::size_t>(i), seed_of(from, me, 500),
+                         4096) == 4096,
+          "put " + std::to_string(i) + " before the flush arrived");
+}
+
 int run_ops(gpucomm::callback_bootstrap& boot, checker& check) {
   layout const L{boot.size()};
   rank_env::options o;
@@ -298,6 +354,7 @@ int run_ops(gpucomm::callback_bootstrap& boot, checker& check) {
   std::string const f = failure_text(env, count);
   check(count == 0, "no command failed (" + std::to_string(count) + ": " + f + ")");
   boot.barrier();
+  engine_flush(env, L, check);
   return 0;
 }
 
