@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build everything (every header on its own, examples, tests, benchmarks) and run every test that
-# needs no GPU: host tests, MPI bootstrap tests under mpirun -np 2, compile-fail tests, and an
-# example built against an installed gpucomm. Installs missing Debian packages first.
+# needs no GPU: host tests, MPI bootstrap tests under mpirun -np 2, the UCX engine tests (mpirun
+# -np 2 over TCP, and across network namespaces where they can be made), compile-fail tests, and
+# an example built against an installed gpucomm. Installs missing Debian packages first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
@@ -13,6 +14,9 @@ gpucomm_need /usr/include/catch2/catch.hpp catch2
 gpucomm_need mpirun openmpi-bin libopenmpi-dev
 gpucomm_need /usr/include/infiniband/mlx5dv.h libibverbs-dev rdma-core ibverbs-providers
 gpucomm_need clang-format clang-format
+# UCX (gpucomm::ucx, the network engine) and iproute2 (the engine tests across network namespaces).
+gpucomm_need /usr/include/ucp/api/ucp.h libucx-dev
+gpucomm_need ip iproute2
 # Boost.PFR (Boost >= 1.75; Debian 12's default libboost-dev is 1.74): the aggregate headers and tests.
 gpucomm_need /usr/include/boost/pfr.hpp libboost1.81-dev
 # The kernel's mlx5_ifc.h: the independent layout source of the PRM layout test.

@@ -3,7 +3,8 @@
 floor or a lower one (FLOORS below, lowest first). Also:
   - no production header (include/) includes test support (testing/include/);
   - a transport package (transport/<X>/ and its umbrella transport/<X>.cuh) includes no other
-    transport's package, only the shared NIC code (transport/nic/); route is a composite and
+    transport's package, only the shared NIC code (transport/nic/) and the network engines
+    (transport/engine/, which ProxyQueue's engine backend carries commands through); route is a composite and
     includes none of its legs either (users include the legs they route over);
   - a device header (a .cuh below the top floor, other than transport/<X>.cuh and host halves)
     reaches no host-only header (HOST_ONLY), directly or through others;
@@ -57,7 +58,8 @@ FLOORS = [
 ]
 FLOORS_TOP = max(floor for _, floor, _ in FLOORS)
 TESTING_FLOOR = (FLOORS_TOP + 1, "testing")  # testing/include/gpucomm/**: test support, above everything
-SHARED_TRANSPORT_PACKAGE = "nic"  # transport/nic/: what the NIC transports share
+SHARED_TRANSPORT_PACKAGES = ("nic", "engine")  # transport/nic/: what the NIC transports share;
+# transport/engine/: the network engines (no transport of their own, used by ProxyQueue's backend)
 # Host-only headers (the host runtime: world, bootstrap, rdma-core set-up, transports' host halves).
 HOST_ONLY = ["host/**", "verbs_gpu/host/**", "transport/*/host*"]
 # .cuh headers that are no device headers: the transports' umbrellas over both halves.
@@ -255,9 +257,10 @@ def check(root, known=KNOWN):
                                     f"floor {dst_floor[0]} ({dst_floor[1]})")
             src_pkg, dst_pkg = transport_package(key[0]), transport_package(key[1])
             if (tree.is_production(dst) and src_pkg and dst_pkg and dst_pkg != src_pkg
-                    and dst_pkg != SHARED_TRANSPORT_PACKAGE):
+                    and dst_pkg not in SHARED_TRANSPORT_PACKAGES):
+                shared = " and ".join(f"transport/{p}/" for p in SHARED_TRANSPORT_PACKAGES)
                 messages.append(f"{at}: transport package {src_pkg} includes {tree.shown(dst)} of package "
-                                f"{dst_pkg} (only transport/{SHARED_TRANSPORT_PACKAGE}/ is shared)")
+                                f"{dst_pkg} (only {shared} are shared)")
             if messages and key in known:
                 seen_known.add(key)
                 continue

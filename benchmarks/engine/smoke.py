@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Smoke benchmark of ProxyQueue's engine backend over UCX, next to UCX's own ucx_perftest on the
+same path in the same run: TCP over the loopback interface (UCX_TLS=tcp,self, UCX_NET_DEVICES=lo),
+two processes on one machine, no GPU. A smoke run: it says whether the proxy path adds overhead to
+the engine, not what a network delivers.
+
+  benchmarks/engine/smoke.py --build BUILD [--out RESULTS.json]
+
+BUILD is a build folder configured with -DGPUCOMM_BUILD_BENCHMARKS=ON where gpucomm::ucx and
+gpucomm::mpi exist; the script builds bench_engine there. Needs mpirun and ucx_perftest (Debian:
+openmpi-bin, ucx-utils). Writes gpucomm.engine-smoke/1 JSON: the rows (metric, size, value, unit,
+source), and the ratios the targets are stated in:
+  put_bw / ucx_perftest ucp_put_bw, per size (target >= 0.8);
+  put_signal_lat median / (1.5 x ucx_perftest ucp_put_lat median + ring_rtt median) (target <= 1).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+UCX_ENV = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo", "UCX_WARN_UNUSED_ENV_VARS": "n"}
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+# (size, iterations): the same for both sides.
+BW_CASES = [(65536, 2000), (1 << 20, 200), (4 << 20, 50)]
+LAT_ITERATIONS = 2000
+
+
+def perftest(test, size, iterations, port):
+    """ucx_perftest's Final line as (p50 overhead us, average overhead us, bandwidth MB/s)."""
+    env = dict(os.environ, **UCX_ENV)
+    server = subprocess.Popen(["ucx_perftest", "-p", str(port)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            time.sleep(0.1)
+            out = subprocess.run(["ucx_perftest", "127.0.0.1", "-p", str(port), "-t", test, "-s", str(size), "-n",
+                                  str(iterations), "-w", "10"], env=env, capture_output=True, text=True, timeout=300)
+            final = [line for line in out.stdout.splitlines() if line.startswith("Final:")]
+            if final:
+                f = final[0].split()
+                # Final: iterations p50 avg overall bw_avg bw_overall rate_avg rate_overall; UCX's MB is 2^20.
+                return float(f[2]), float(f[3]), float(f[6]) * (1 << 20) / 1e6
+        raise RuntimeError(f"ucx_perftest {test} gave no result: {out.stdout}{out.stderr}")
+    finally:
+        server.kill()
+        server.wait()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", required=True)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    for tool in ("mpirun", "ucx_perftest"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} not found (Debian: openmpi-bin, ucx-utils)")
+    subprocess.run(["cmake", "--build", args.build, "--target", "bench_engine"], check=True,
+                   stdout=subprocess.DEVNULL)
+    rows = []
+    port = 13600 + os.getpid() % 1000
+    for size, n in BW_CASES:
+        port += 1
+        _, _, bw = perftest("ucp_put_bw", size, n, port)
+        rows.append({"metric": "put_bw", "size": size, "iterations": n, "value": round(bw, 3), "unit": "MB/s",
+                     "source": "ucx_perftest ucp_put_bw"})
+    p50, avg, _ = perftest("ucp_put_lat", 8, LAT_ITERATIONS, port + 1)
+    rows.append({"metric": "put_lat", "size": 8, "iterations": LAT_ITERATIONS, "value": avg, "median": p50,
+                 "unit": "us", "source": "ucx_perftest ucp_put_lat"})
+    bench = os.path.join(args.build, "benchmarks", "bench_engine")
+    command = ["mpirun", "-np", "2", "--oversubscribe", "--mca", "pml", "ob1", "--mca", "btl", "self,tcp", "--mca",
+               "btl_tcp_if_include", "lo", bench]
+    out = subprocess.run(command, env=dict(os.environ, **UCX_ENV, **MPI_ENV), capture_output=True, text=True,
+                         timeout=600)
+    if out.returncode != 0:
+        sys.exit(f"bench_engine failed ({out.returncode}):\n{out.stdout}{out.stderr}")
+    for line in out.stdout.splitlines():
+        if line.startswith("{"):
+            rows.append(dict(json.loads(line), source="gpucomm engine_backend (ring, proxy thread, UCX)"
+                             if not line.startswith('{"metric": "engine_') else "gpucomm ucx_engine alone"))
+
+    def find(metric, source_prefix, size):
+        return next(r for r in rows if r["metric"] == metric and r["source"].startswith(source_prefix)
+                    and r["size"] == size)
+
+    ratios = {}
+    for size, _ in BW_CASES:
+        ratios[f"put_bw/ucx_perftest at {size} B"] = round(
+            find("put_bw", "gpucomm", size)["value"] / find("put_bw", "ucx_perftest", size)["value"], 3)
+    lat = find("put_signal_lat", "gpucomm", 8)["median"]
+    bound = 1.5 * find("put_lat", "ucx_perftest", 8)["median"] + find("ring_rtt", "gpucomm", 0)["median"]
+    ratios["put_signal_lat median / (1.5 x ucp_put_lat median + ring_rtt median)"] = round(lat / bound, 3)
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    result = {
+        "schema": "gpucomm.engine-smoke/1",
+        "note": "smoke: TCP over the loopback interface, two processes sharing the machine's cores; not a "
+                "network figure",
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": commit,
+        "machine": {"cpus": os.cpu_count(), "ucx": subprocess.run(["ucx_info", "-v"], capture_output=True,
+                                                                  text=True).stdout.splitlines()[0].strip("# ")},
+        "environment": UCX_ENV,
+        "command": "benchmarks/engine/smoke.py --build BUILD" + (" --out " + args.out if args.out else ""),
+        "targets": {"put_bw/ucx_perftest": ">= 0.8", "put_signal_lat bound ratio": "<= 1"},
+        "rows": rows,
+        "ratios": ratios,
+    }
+    text = json.dumps(result, indent=1) + "\n"
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()
