@@ -123,6 +123,13 @@ TEST_CASE("moe reference: bf16 rounds to nearest even, e4m3 spacing", "[moe]") {
   CHECK(ref::e4m3_half_ulp(448.0f) == 16.0f);  // 448 - 416 = 32
   CHECK(ref::e4m3_half_ulp(-3.0f) == 0.125f);
   CHECK(ref::e4m3_half_ulp(0.001f) == 0x1p-10f);  // subnormal spacing 2^-9
+  CHECK(ref::e4m3_float(0x38) == 1.0f);
+  CHECK(ref::e4m3_float(0x7e) == 448.0f);
+  CHECK(ref::e4m3_float(0xfe) == -448.0f);
+  CHECK(ref::e4m3_float(0x01) == 0x1p-9f);
+  CHECK(ref::e4m3_float(0x08) == 0x1p-6f);
+  CHECK(ref::e4m3_float(0x3c) == 1.5f);
+  CHECK(std::isnan(ref::e4m3_float(0x7f)));
 }
 
 TEST_CASE("moe reference: rows expert-major, then source, token, slot; counts within the bound", "[moe]") {

@@ -27,6 +27,16 @@ inline float e4m3_half_ulp(float v) {
   return std::ldexp(1.0f, std::ilogb(a) - 4);
 }
 
+/// The value of e4m3 bits b: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 is
+/// subnormal (m / 8 x 2^-6); 0x7f and 0xff are NaN (e4m3 has no infinities).
+inline float e4m3_float(std::uint8_t b) {
+  int const e = (b >> 3) & 15, m = b & 7;
+  float const sign = (b & 0x80) ? -1.f : 1.f;
+  if (e == 15 && m == 7) return std::nanf("");
+  if (e == 0) return sign * std::ldexp(static_cast<float>(m) / 8.f, -6);
+  return sign * std::ldexp(1.f + static_cast<float>(m) / 8.f, e - 7);
+}
+
 /// Every member's inputs: T[s] tokens, ids[s][t * k + j] (-1: no expert), weights likewise.
 struct moe_inputs {
   int members = 0, experts_per_rank = 0, top_k = 0;
