@@ -142,7 +142,7 @@ __device__ void moe_dispatch(comm<Tr> const& c, cooperative_groups::thread_block
   }
   c.quiet(warp);
   moe_signal_all(c, block, x, 0, epoch);
-  moe_wait_flags(block, x, 0, epoch, c.control_header());
+  moe_wait_flags(c, block, x, 0, epoch);
 
   // 4: where each source's rows of each expert go; counts; the unpacking of this CTA's messages.
   long long const rows = moe_bases(block, x);
@@ -239,7 +239,7 @@ __device__ void moe_combine(comm<Tr> const& c, cooperative_groups::thread_block 
   }
   c.quiet(warp);
   moe_signal_all(c, block, x, 1, epoch);
-  moe_wait_flags(block, x, 1, epoch, c.control_header());
+  moe_wait_flags(c, block, x, 1, epoch);
 
   // Each of this CTA's tokens: the partial rows of its ranks, in rank order.
   auto const T = static_cast<std::size_t>(x.token_words()[0]);

@@ -147,15 +147,22 @@ __device__ GPUCOMM_FORCEINLINE bool moe_routed(moe_context const& x, long long i
 }
 
 /// Waits until every flag [k][s] of `which`, k < parts, s < size, reaches epoch (acquire), then
-/// syncs the block: every thread sees what the flags' writers released.
-__device__ inline void moe_wait_flags(cg::thread_block const& block, moe_context const& x, int which,
-                                      std::uint64_t epoch, std::uint64_t const* header) {
+/// syncs the block: every thread sees what the flags' writers released. On a transport with
+/// progress (IBGDAPost) the waits make it, and the leader then completes its own signals, as the
+/// contract's barrier does: a member that finishes its kernel rings no more doorbells.
+template <class Tr>
+__device__ void moe_wait_flags(comm<Tr> const& c, cg::thread_block const& block, moe_context const& x, int which,
+                               std::uint64_t epoch) {
   int const n = x.parts * x.size;
   for (int i = static_cast<int>(block.thread_rank()); i < n; i += static_cast<int>(block.num_threads())) {
     std::uint64_t* const word = x.flag(which, i / x.size, i % x.size);
     cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> f(*word);
     spin_until([&] { return f.load(cuda::memory_order_acquire) >= epoch; },
-               {which == 0 ? "moe_dispatch" : "moe_combine", word, ">=", epoch}, header);
+               {which == 0 ? "moe_dispatch" : "moe_combine", word, ">=", epoch}, c.control_header(),
+               progress_while_waiting(c));
+  }
+  if constexpr (provides_progress<Tr>) {
+    if (block.thread_rank() == 0) c.quiet(this_thread());
   }
   block.sync();
 }
