@@ -45,7 +45,8 @@
 // or a grid sync): the plan's regions are reused without a barrier (detail/moe_steps.cuh). Token,
 // id, weight and output buffers are the caller's local memory; tokens and expert outputs may be
 // reused as soon as the call returns. Any transport with put, signal and quiet works, through
-// comm<Transport>: NVLinkStore, P2PCopy, IBGDAPost, ProxyQueue, route<...>.
+// comm<Transport>: NVLinkStore, P2PCopy, IBGDAPost, ProxyQueue, route<...> (gpucomm::moe_transport<Tr>
+// says whether a transport does; one that does not fails to compile with a message saying so).
 
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
@@ -77,21 +78,15 @@ struct moe_combine_args {
   __nv_bfloat16* out = nullptr;                ///< [T x hidden] at each source
 };
 
-/// What dispatch and combine need of a transport: put, signal and quiet.
-template <class Tr>
-concept moe_transport = can_put<Tr> && can_signal<Tr> && can_quiet<Tr>;
-
 #if defined(__CUDACC__)
 
 template <class Tr>
 __device__ void moe_dispatch(comm<Tr> const& c, cooperative_groups::thread_block const& block, moe_view const& v,
                              moe_dispatch_args const& a, int* scratch) {
-  static_assert(moe_transport<Tr>, "gpucomm: moe_dispatch needs a transport with put, signal and quiet");
+  detail::moe_context const x = detail::moe_enter(c, block, v, scratch, "gpucomm::moe_dispatch");
   using namespace detail;
-  moe_context const x = moe_enter(c.my_pe(), v, scratch, "gpucomm::moe_dispatch");
-  auto const warp = cooperative_groups::tiled_partition<32>(block);
-  int const warps = static_cast<int>(block.num_threads() / 32), wid = static_cast<int>(block.thread_rank() / 32);
-  int const lane = static_cast<int>(warp.thread_rank());
+  auto const& warp = x.warp;
+  int const warps = x.warps, wid = x.wid, lane = x.lane;
   bool const reporter = x.part == 0 && block.thread_rank() == 0;
 
   int T = a.num_tokens_device != nullptr ? *a.num_tokens_device : a.num_tokens;
@@ -187,12 +182,10 @@ __device__ void moe_dispatch(comm<Tr> const& c, cooperative_groups::thread_block
 template <class Tr>
 __device__ void moe_combine(comm<Tr> const& c, cooperative_groups::thread_block const& block, moe_view const& v,
                             moe_combine_args const& a, int* scratch) {
-  static_assert(moe_transport<Tr>, "gpucomm: moe_combine needs a transport with put, signal and quiet");
+  detail::moe_context const x = detail::moe_enter(c, block, v, scratch, "gpucomm::moe_combine");
   using namespace detail;
-  moe_context const x = moe_enter(c.my_pe(), v, scratch, "gpucomm::moe_combine");
-  auto const warp = cooperative_groups::tiled_partition<32>(block);
-  int const warps = static_cast<int>(block.num_threads() / 32), wid = static_cast<int>(block.thread_rank() / 32);
-  int const lane = static_cast<int>(warp.thread_rank());
+  auto const& warp = x.warp;
+  int const warps = x.warps, wid = x.wid, lane = x.lane;
   std::uint64_t const dispatches = x.calls()[0];
   std::uint64_t const epoch = next_epoch(block, x.calls() + 1);
   if (dispatches != epoch) {

@@ -45,6 +45,14 @@
 #include "../moe_shape.hpp"
 #include "rounds.cuh"
 
+namespace gpucomm {
+
+/// What MoE dispatch and combine need of a transport: put, signal and quiet.
+template <class Tr>
+concept moe_transport = can_put<Tr> && can_signal<Tr> && can_quiet<Tr>;
+
+}  // namespace gpucomm
+
 namespace gpucomm::detail {
 
 #if defined(__CUDACC__)
@@ -60,7 +68,9 @@ struct moe_context {
   int rank = 0, size = 1;  ///< this member's team rank, team size
   int E = 1, X = 1, H = 0, K = 1, Tm = 1;
   std::byte* base = nullptr;
-  int* scratch = nullptr;  ///< moe_block_scratch_bytes of the caller's shared memory
+  int* scratch = nullptr;            ///< moe_block_scratch_bytes of the caller's shared memory
+  moe_warp warp;                     ///< this thread's warp
+  int warps = 1, wid = 0, lane = 0;  ///< warps of the block, this warp's index, this thread's lane
 
   __device__ std::uint64_t* calls() const { return reinterpret_cast<std::uint64_t*>(base + l.control) + 2 * part; }
   __device__ unsigned long long* errors() const { return reinterpret_cast<unsigned long long*>(base + l.errors); }
@@ -98,8 +108,16 @@ struct moe_context {
   __device__ int* misc() const { return scratch + 2 * X + 3 * size + 1; }
 };
 
-__device__ inline moe_context moe_enter(int my_pe, moe_view const& v, int* scratch, char const* op) {
-  moe_context x;
+/// Enters a dispatch or combine: checks how it is called (debug builds) and returns the CTA's context.
+template <class Tr>
+__device__ moe_context moe_enter(comm<Tr> const& c, cg::thread_block const& block, moe_view const& v, int* scratch,
+                                 char const* op) {
+  static_assert(moe_transport<Tr>, "gpucomm: MoE dispatch and combine need a transport with put, signal and quiet");
+  moe_context x{.warp = cg::tiled_partition<32>(block)};
+  x.warps = static_cast<int>(block.num_threads() / 32);
+  x.wid = static_cast<int>(block.thread_rank() / 32);
+  x.lane = static_cast<int>(x.warp.thread_rank());
+  int const my_pe = c.my_pe();
   x.v = v;
   x.l = v.layout();
   x.parts = v.ctas;
