@@ -184,8 +184,6 @@ __device__ void moe_combine(comm<Tr> const& c, cooperative_groups::thread_block 
                             moe_combine_args const& a, int* scratch) {
   detail::moe_context const x = detail::moe_enter(c, block, v, scratch, "gpucomm::moe_combine");
   using namespace detail;
-  auto const& warp = x.warp;
-  int const warps = x.warps, wid = x.wid, lane = x.lane;
   std::uint64_t const dispatches = x.calls()[0];
   std::uint64_t const epoch = next_epoch(block, x.calls() + 1);
   if (dispatches != epoch) {
@@ -200,13 +198,13 @@ __device__ void moe_combine(comm<Tr> const& c, cooperative_groups::thread_block 
   std::size_t const vectors = static_cast<std::size_t>(x.H) / 8;  // 8 bf16 per 16 bytes
   auto const* const rows = reinterpret_cast<uint4 const*>(a.expert_rows);
   element_range const share = part_range(static_cast<std::size_t>(x.members_c()[x.size]), x.part, x.parts);
-  for (std::size_t i = share.lo + wid; i < share.hi; i += warps) {
+  for (std::size_t i = share.lo + x.wid; i < share.hi; i += x.warps) {
     int const s = moe_source_of(x, static_cast<int>(i));
     std::byte* const msg = x.message(s, i - static_cast<std::size_t>(x.members_c()[s]));
     moe_header const& h = *reinterpret_cast<moe_header const*>(msg);
     std::byte* const back = x.partial(x.rank, h.token);  // at the source, symmetric
     auto* const sum = reinterpret_cast<uint4*>(s == x.rank ? back : msg + sizeof(moe_header));
-    for (std::size_t vi = lane; vi < vectors; vi += 32) {
+    for (std::size_t vi = x.lane; vi < vectors; vi += 32) {
       float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
       for (unsigned slots = h.slots; slots != 0; slots &= slots - 1) {
         int const j = __ffs(slots) - 1;
@@ -226,11 +224,11 @@ __device__ void moe_combine(comm<Tr> const& c, cooperative_groups::thread_block 
       sum[vi] = out;
     }
     if (s != x.rank) {
-      warp.sync();  // every lane's part of the row is staged before the warp puts it
-      moe_send(c, warp, x, s, back, reinterpret_cast<std::byte const*>(sum), moe_row_bytes(x.v.shape));
+      x.warp.sync();  // every lane's part of the row is staged before the warp puts it
+      moe_send(c, x.warp, x, s, back, reinterpret_cast<std::byte const*>(sum), moe_row_bytes(x.v.shape));
     }
   }
-  c.quiet(warp);
+  c.quiet(x.warp);
   moe_signal_all(c, block, x, 1, epoch);
   moe_wait_flags(c, block, x, 1, epoch);
 
@@ -238,9 +236,9 @@ __device__ void moe_combine(comm<Tr> const& c, cooperative_groups::thread_block 
   auto const T = static_cast<std::size_t>(x.token_words()[0]);
   element_range const tokens = part_range(T, x.part, x.parts);
   auto* const out = reinterpret_cast<uint4*>(a.out);
-  for (std::size_t t = tokens.lo + wid; t < tokens.hi; t += warps) {
+  for (std::size_t t = tokens.lo + x.wid; t < tokens.hi; t += x.warps) {
     std::uint64_t const ranks = x.token_words()[1 + t];
-    for (std::size_t vi = lane; vi < vectors; vi += 32) {
+    for (std::size_t vi = x.lane; vi < vectors; vi += 32) {
       float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
       for (std::uint64_t m = ranks; m != 0; m &= m - 1) {
         int const r = __ffsll(static_cast<long long>(m)) - 1;
