@@ -32,7 +32,7 @@
 // is bitwise the same from run to run, whatever order messages arrive in. A token none of whose
 // slots is routed gets zeros.
 //
-// The token count is a_.num_tokens, or *a_.num_tokens_device when that is not null (a count the
+// The token count is args.num_tokens, or *args.num_tokens_device when that is not null (a count the
 // device computed: CUDA graphs replay it as it is then); above max_tokens the call uses
 // max_tokens and world::synchronize reports it. Expert ids outside [-1, experts) are ignored and
 // reported, and trap in debug builds (GPUCOMM_DEBUG).

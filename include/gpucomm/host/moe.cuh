@@ -66,9 +66,10 @@ class moe_plan {
  public:
   /// The plan, with a workspace of its own.
   moe_plan(world& w, team const& t, moe_shape const& s, moe_options o = {}) : moe_plan(w, t, s, nullptr, o) {}
-  /// The plan in the caller's workspace, `scratch` (symmetric, at least workspace_bytes()).
-  moe_plan(world& w, team const& t, moe_shape const& s, sym_array<std::byte> const& scratch, moe_options o = {})
-      : moe_plan(w, t, s, &scratch, o) {}
+  /// The plan in the caller's symmetric memory, `workspace` (at least moe_workspace_bytes; kept
+  /// alive by the caller as long as the plan).
+  moe_plan(world& w, team const& t, moe_shape const& s, sym_array<std::byte> const& workspace, moe_options o = {})
+      : moe_plan(w, t, s, &workspace, o) {}
   moe_plan(moe_plan const&) = delete;
   moe_plan& operator=(moe_plan const&) = delete;
   ~moe_plan() {
@@ -87,16 +88,15 @@ class moe_plan {
   int ctas() const noexcept { return view_.ctas; }
   /// Symmetric bytes per PE of the workspace.
   std::size_t workspace_bytes() const noexcept { return moe_workspace_bytes(view_.members.size, view_.shape, ctas()); }
-  /// Dynamic shared memory each CTA takes.
-  std::size_t scratch_bytes() const noexcept { return moe_block_scratch_bytes(view_.members.size, view_.shape); }
+  /// Dynamic shared memory each CTA takes (moe_block_scratch_bytes).
+  std::size_t block_scratch_bytes() const noexcept { return moe_block_scratch_bytes(view_.members.size, view_.shape); }
 
   // For the launchers: this process's record of each local PE's calls (dispatch, combine).
   long long& dispatches(int pe) { return calls_[local_index(pe)].dispatches; }
   long long& combines(int pe) { return calls_[local_index(pe)].combines; }
 
  private:
-  moe_plan(world& w, team const& t, moe_shape const& s, sym_array<std::byte> const* scratch, moe_options o)
-      : world_(&w) {
+  moe_plan(world& w, team const& t, moe_shape const& s, sym_array<std::byte> const* given, moe_options o) : world_(&w) {
     constexpr char const* call = "gpucomm::moe_plan";
     detail::checked_on_every_rank(w.bootstrap(), call, [&] { check(w, t, s, o); });
     int cap = detail::co_residency_cap(detail::smallest_sm_count(w), detail::most_members_per_gpu(w, t));
@@ -107,16 +107,16 @@ class moe_plan {
     if (w.one_process_per_gpu()) agree_across_processes(w, s, o, view_.ctas);
     std::size_t const need = workspace_bytes();
     detail::checked_on_every_rank(w.bootstrap(), call, [&] {
-      if (scratch != nullptr && scratch->size_bytes() < need) {
+      if (given != nullptr && given->size_bytes() < need) {
         throw error(call, w.local_pes().front(),
-                    "the workspace given holds " + std::to_string(scratch->size_bytes()) + " bytes; the plan needs " +
+                    "the workspace given holds " + std::to_string(given->size_bytes()) + " bytes; the plan needs " +
                         std::to_string(need),
                     "give a sym_array<std::byte> of at least " + std::to_string(need) +
                         " bytes (moe_workspace_bytes), or let the plan allocate its own");
       }
     });
-    if (scratch == nullptr) owned_ = w.alloc<std::byte>(need);
-    memory_ = scratch != nullptr ? scratch : &owned_;
+    if (given == nullptr) owned_ = w.alloc<std::byte>(need);
+    memory_ = given != nullptr ? given : &owned_;
     detail::current_device_guard const keep;
     for (int pe : w.local_pes()) {
       GPUCOMM_CUDA_CHECK(cudaSetDevice(w.device(pe)), pe);
@@ -254,7 +254,7 @@ void moe_launch(world& w, moe_plan const& plan, int pe, void (*kernel)(comm<Tr>,
   comm<Tr> const c = w.comm<Tr>(pe);
   current_device_guard const keep;
   GPUCOMM_CUDA_CHECK(cudaSetDevice(w.device(pe)), pe);
-  kernel<<<static_cast<unsigned>(plan.ctas()), moe_threads, plan.scratch_bytes(), stream>>>(c, plan.view(pe), a);
+  kernel<<<static_cast<unsigned>(plan.ctas()), moe_threads, plan.block_scratch_bytes(), stream>>>(c, plan.view(pe), a);
   GPUCOMM_CUDA_CHECK(cudaGetLastError(), pe);
 }
 

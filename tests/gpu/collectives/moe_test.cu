@@ -38,6 +38,7 @@ struct moe_case {
   int slack = 3;              ///< max_recv_rows = the most rows a member receives + slack
   bool device_count = false;  ///< the token count from device memory
   bool graphs = false;        ///< the second and third runs replayed from CUDA graphs
+  int threads = 0;            ///< the device calls from kernels of this many threads (0: the launchers)
 };
 
 std::string describe(moe_case const& c, team const& t) {
@@ -109,6 +110,16 @@ std::uint16_t expert_value(std::uint64_t salt, long long expert, int s, int t, i
   std::uint64_t const m = mix(salt + 5, static_cast<std::uint64_t>(expert) * 1000 + static_cast<std::uint64_t>(s),
                               static_cast<std::uint64_t>(t) * 65536 + static_cast<std::uint64_t>(h));
   return ref::bf16_bits(static_cast<float>(static_cast<int>(m % 513) - 256) / 32.f);
+}
+
+/// The device calls from the test's own kernels (CTA k: part k), as a user who writes kernels would.
+__global__ void __launch_bounds__(512) user_dispatch(comm_t c, gpucomm::moe_view v, gpucomm::moe_dispatch_args a) {
+  extern __shared__ int scratch[];
+  gpucomm::moe_dispatch(c, cooperative_groups::this_thread_block(), v.part(static_cast<int>(blockIdx.x)), a, scratch);
+}
+__global__ void __launch_bounds__(512) user_combine(comm_t c, gpucomm::moe_view v, gpucomm::moe_combine_args a) {
+  extern __shared__ int scratch[];
+  gpucomm::moe_combine(c, cooperative_groups::this_thread_block(), v.part(static_cast<int>(blockIdx.x)), a, scratch);
 }
 
 /// The buffers of one case, at every PE (symmetric, though only local memory is used).
@@ -265,16 +276,34 @@ void check_moe(moe_case const& c, team const& t) {
   gpucomm::moe_plan plan(w, t, s);
   moe_buffers b(w, s);
   gpucomm::moe_prepare<transport_under_test>(w);
+  w.prepare(user_dispatch, user_combine);
   for (int pe : w.local_pes())
     if (t.contains(pe)) upload_inputs(w, pe, c, s, in, t.rank_of(pe), b);
   w.barrier();
 
+  // Through the launchers, or the device calls from kernels of c.threads threads.
   std::map<int, gpucomm::moe_handle> handles;
-  for_each_local_pe(w, [&](int pe) {
-    if (!t.contains(pe)) return;
+  auto const dispatch_at = [&](int pe) {
     int const T = in.tokens[static_cast<std::size_t>(t.rank_of(pe))];
-    handles[pe] =
-        gpucomm::moe_dispatch<transport_under_test>(w, plan, pe, b.dispatch_args(pe, T, c.device_count), w.stream(pe));
+    if (c.threads == 0) {
+      handles[pe] = gpucomm::moe_dispatch<transport_under_test>(w, plan, pe, b.dispatch_args(pe, T, c.device_count),
+                                                                w.stream(pe));
+      return;
+    }
+    user_dispatch<<<static_cast<unsigned>(plan.ctas()), static_cast<unsigned>(c.threads), plan.block_scratch_bytes(),
+                    w.stream(pe)>>>(w.comm<transport_under_test>(pe), plan.view(pe),
+                                    b.dispatch_args(pe, T, c.device_count));
+  };
+  auto const combine_at = [&](int pe) {
+    if (c.threads == 0) {
+      gpucomm::moe_combine<transport_under_test>(w, plan, pe, handles[pe], b.combine_args(pe), w.stream(pe));
+      return;
+    }
+    user_combine<<<static_cast<unsigned>(plan.ctas()), static_cast<unsigned>(c.threads), plan.block_scratch_bytes(),
+                   w.stream(pe)>>>(w.comm<transport_under_test>(pe), plan.view(pe), b.combine_args(pe));
+  };
+  for_each_local_pe(w, [&](int pe) {
+    if (t.contains(pe)) dispatch_at(pe);
   });
   std::string const error = error_of([&] { finish(w); });
   bool overflow_here = false;  // some local member received more than the bound
@@ -300,13 +329,9 @@ void check_moe(moe_case const& c, team const& t) {
   w.barrier();
 
   // Combine; then, twice more, dispatch and combine again (from graphs where asked): bitwise the same.
-  auto combine_all = [&] {
-    for_each_local_pe(w, [&](int pe) {
-      if (t.contains(pe))
-        gpucomm::moe_combine<transport_under_test>(w, plan, pe, handles[pe], b.combine_args(pe), w.stream(pe));
-    });
-  };
-  combine_all();
+  for_each_local_pe(w, [&](int pe) {
+    if (t.contains(pe)) combine_at(pe);
+  });
   finish(w);
   w.barrier();
   std::map<int, std::vector<std::uint16_t>> first;
@@ -357,10 +382,8 @@ void check_moe(moe_case const& c, team const& t) {
         GPUCOMM_TEST_CUDA(cudaGraphLaunch(graphs[pe], w.stream(pe)));
         return;
       }
-      int const T = in.tokens[static_cast<std::size_t>(t.rank_of(pe))];
-      handles[pe] = gpucomm::moe_dispatch<transport_under_test>(w, plan, pe, b.dispatch_args(pe, T, c.device_count),
-                                                                w.stream(pe));
-      gpucomm::moe_combine<transport_under_test>(w, plan, pe, handles[pe], b.combine_args(pe), w.stream(pe));
+      dispatch_at(pe);
+      combine_at(pe);
     });
     std::string const again = error_of([&] { finish(w); });
     CHECK(again == (overflow_here ? error : std::string("(no error)")));
@@ -431,6 +454,18 @@ TEST_CASE("moe dispatch and combine: a device token count, many CTAs, replayed f
   c = {2, 128, 2, bf16, i64, std::max(20, 200 / gpucomm::test::model_slowdown), routing::random, 5901};
   c.graphs = true;
   check_moe(c, w.team_world());
+}
+
+TEST_CASE("moe dispatch and combine called from kernels of 1, 3 and 16 warps", "[gpu][collectives][moe]") {
+  team_set const set;
+  std::uint64_t salt = 5950;
+  int const tokens = std::max(8, 60 / gpucomm::test::model_slowdown);
+  std::size_t shape = 0;  // the team shapes in turn
+  for (int threads : {32, 96, 512}) {
+    moe_case c{3, 256, 3, threads == 96 ? fp8 : bf16, i32, tokens, routing::random, salt++};
+    c.threads = threads;
+    check_moe(c, set.teams[shape++ % set.teams.size()]);
+  }
 }
 
 TEST_CASE("moe bad input: named errors, nothing launched", "[gpu][collectives][moe]") {
