@@ -230,7 +230,8 @@ std::size_t check_dispatch(gpucomm::world& w, int pe, moe_case const& c, moe_sha
       bad += scale != want_scale;
       float const v = ref::bf16_float(x);
       float const q = ref::e4m3_float(got[i * row_bytes + h]) * scale;
-      float const tolerance = ref::e4m3_half_ulp(v / want_scale) * want_scale * (1.f + 0x1p-20f) + 1e-30f;
+      // Half an e4m3 step at the scaled value, and the float rounding of scaling (a few ulp of v).
+      float const tolerance = ref::e4m3_half_ulp(v / want_scale) * want_scale + std::fabs(v) * 0x1p-20f + 1e-30f;
       bad += !(std::fabs(q - v) <= tolerance);
     }
   }
