@@ -96,7 +96,7 @@ class moe_plan {
   long long& combines(int pe) { return calls_[local_index(pe)].combines; }
 
  private:
-  moe_plan(world& w, team const& t, moe_shape const& s, sym_array<std::byte> const* given, moe_options o) : world_(&w) {
+  moe_plan(world& w, team const& t, moe_shape const& s, sym_array<std::byte> const* given, moe_options o) {
     constexpr char const* call = "gpucomm::moe_plan";
     detail::checked_on_every_rank(w.bootstrap(), call, [&] { check(w, t, s, o); });
     int cap = detail::co_residency_cap(detail::smallest_sm_count(w), detail::most_members_per_gpu(w, t));
@@ -226,7 +226,6 @@ class moe_plan {
     long long combines = 0;
   };
 
-  world* world_;
   moe_view view_;
   sym_array<std::byte> owned_;
   sym_array<std::byte> const* memory_ = nullptr;
