@@ -43,10 +43,11 @@
 // combines alternate on one plan (dispatch, combine, dispatch, ...; debug builds trap otherwise), and
 // each call starts after the previous one finished at all CTAs of this member (a kernel boundary
 // or a grid sync): the plan's regions are reused without a barrier (detail/moe_steps.cuh). Token,
-// id, weight and output buffers are the caller's local memory; tokens and expert outputs may be
-// reused as soon as the call returns. Any transport with put, signal and quiet works, through
-// comm<Transport>: NVLinkStore, P2PCopy, IBGDAPost, ProxyQueue, route<...> (gpucomm::moe_transport<Tr>
-// says whether a transport does; one that does not fails to compile with a message saying so).
+// id, weight and output buffers are the caller's local memory (tokens, recv_rows, expert_rows and
+// out 16-byte aligned); tokens and expert outputs may be reused as soon as the call returns. Any transport with put,
+// signal and quiet works, through comm<Transport>: NVLinkStore, P2PCopy, IBGDAPost, ProxyQueue, route<...>
+// (gpucomm::moe_transport<Tr> says whether a transport does; one that does not fails to compile with a message saying
+// so).
 
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
@@ -107,12 +108,16 @@ __device__ void moe_dispatch(comm<Tr> const& c, cooperative_groups::thread_block
   }
   element_range const mine = part_range(static_cast<std::size_t>(T), x.part, x.parts);
 
-  // 1-2: counters; headers by warp 0, rows staged by the others.
+  // 1-2: counters; headers by warp 0, rows staged by the others. Where this PE stores to every
+  // peer's memory itself (NVLinkStore, P2PCopy), bf16 rows go from the tokens straight to the
+  // receivers, unstaged; fp8 rows are cast once, into staging.
+  bool const fp8 = x.v.shape.token_dtype == moe_token_dtype::fp8_e4m3;
+  bool const direct = load_stores_everywhere<Tr> && !fp8;
   moe_count(block, x, a.topk_ids, T, mine);
   block.sync();
   if (wid == 0) moe_headers(warp, x, a.topk_ids, a.topk_weights, mine);
   int const stagers = warps > 1 ? warps - 1 : 1;
-  if (warps == 1 || wid > 0)
+  if (!direct && (warps == 1 || wid > 0))
     for (std::size_t t = mine.lo + (warps > 1 ? wid - 1 : 0); t < mine.hi; t += stagers)
       moe_stage_row(warp, x, a.tokens, t);
   block.sync();
@@ -132,7 +137,9 @@ __device__ void moe_dispatch(comm<Tr> const& c, cooperative_groups::thread_block
       int const r = static_cast<int>(h[j].unused[1]) - 1;
       std::byte* const to = x.message(x.rank, h[j].unused[0]);
       moe_send(c, warp, x, r, to, reinterpret_cast<std::byte const*>(h + j), sizeof(moe_header));
-      moe_send(c, warp, x, r, to + sizeof(moe_header), x.staged_row(t), payload);
+      std::byte const* const row =
+          direct ? reinterpret_cast<std::byte const*>(a.tokens + t * static_cast<std::size_t>(x.H)) : x.staged_row(t);
+      moe_send(c, warp, x, r, to + sizeof(moe_header), row, payload);
     }
   }
   c.quiet(warp);
@@ -153,7 +160,6 @@ __device__ void moe_dispatch(comm<Tr> const& c, cooperative_groups::thread_block
       atomicMax(x.errors() + moe_error_largest_recv, static_cast<unsigned long long>(rows));
     }
   }
-  bool const fp8 = x.v.shape.token_dtype == moe_token_dtype::fp8_e4m3;
   std::size_t const row_bytes = fp8 ? static_cast<std::size_t>(x.H) : moe_row_bytes(x.v.shape);
   int const scales = x.H / moe_scale_block;
   element_range const share = part_range(static_cast<std::size_t>(x.members_c()[x.size]), x.part, x.parts);

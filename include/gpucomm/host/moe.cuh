@@ -257,6 +257,9 @@ void moe_launch(world& w, moe_plan const& plan, int pe, void (*kernel)(comm<Tr>,
   GPUCOMM_CUDA_CHECK(cudaGetLastError(), pe);
 }
 
+/// Whether p is 16-byte aligned: rows move as 16-byte vectors.
+inline bool moe_aligned(void const* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+
 inline void moe_refuse(char const* call, int pe, std::string const& what) {
   throw error(call, pe, what, "nothing was launched (docs/collectives.md, MoE dispatch and combine)");
 }
@@ -284,6 +287,8 @@ moe_handle moe_dispatch(world& w, moe_plan& plan, int pe, moe_dispatch_args cons
   if ((device_count || a.num_tokens > 0) && (!a.tokens || !a.topk_ids || !a.topk_weights))
     detail::moe_refuse(call, pe, "tokens, topk_ids or topk_weights is null");
   if (!a.recv_rows || !a.recv_counts) detail::moe_refuse(call, pe, "recv_rows or recv_counts is null");
+  if (!detail::moe_aligned(a.tokens) || !detail::moe_aligned(a.recv_rows))
+    detail::moe_refuse(call, pe, "tokens or recv_rows is not 16-byte aligned");
   if (s.token_dtype == moe_token_dtype::fp8_e4m3 && !a.recv_scales)
     detail::moe_refuse(call, pe, "recv_scales is null for an fp8 plan");
   if (plan.dispatches(pe) != plan.combines(pe))
@@ -302,6 +307,8 @@ void moe_combine(world& w, moe_plan& plan, int pe, moe_handle const& h, moe_comb
   if (h.call != plan.dispatches(pe) || plan.combines(pe) != plan.dispatches(pe) - 1)
     detail::moe_refuse(call, pe, "the handle is not of the plan's last dispatch, or that dispatch was combined");
   if (!a.expert_rows || !a.out) detail::moe_refuse(call, pe, "expert_rows or out is null");
+  if (!detail::moe_aligned(a.expert_rows) || !detail::moe_aligned(a.out))
+    detail::moe_refuse(call, pe, "expert_rows or out is not 16-byte aligned");
   detail::moe_launch<Tr>(w, plan, pe, detail::moe_combine_kernel<Tr>, a, stream);
   ++plan.combines(pe);
 }

@@ -496,6 +496,10 @@ TEST_CASE("moe bad input: named errors, nothing launched", "[gpu][collectives][m
   CHECK_THAT(error_of([&] { gpucomm::moe_dispatch<transport_under_test>(w, plan, pe, args, stream); }),
              Catch::Contains("moe_dispatch") && Catch::Contains("max_tokens = 8"));
   args = b.dispatch_args(pe, 4, false);
+  args.tokens += 1;  // 2 bytes off: rows move as 16-byte vectors
+  CHECK_THAT(error_of([&] { gpucomm::moe_dispatch<transport_under_test>(w, plan, pe, args, stream); }),
+             Catch::Contains("16-byte aligned"));
+  args = b.dispatch_args(pe, 4, false);
   args.tokens = nullptr;
   CHECK_THAT(error_of([&] { gpucomm::moe_dispatch<transport_under_test>(w, plan, pe, args, stream); }),
              Catch::Contains("null"));

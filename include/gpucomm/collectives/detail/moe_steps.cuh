@@ -1,8 +1,9 @@
 #pragma once
 // The steps of MoE dispatch and combine (collectives/moe.cuh), over the transport contract alone:
 // put_nbi, quiet and signal, with sources in the workspace (so NIC transports, which take sources
-// only from the symmetric heap, work too) and no put or signal to this PE (its own messages are
-// local copies, its own flags local release stores).
+// only from the symmetric heap, work too; where this PE stores to every peer itself, bf16 rows
+// come from the tokens) and no put or signal to this PE (its own messages are local copies, its
+// own flags local release stores).
 //
 // Dispatch, at each member s, CTA k of C (k's tokens: part_range(T, k, C)):
 //   1. Counters (the caller's shared scratch): every CTA counts the rows of every expert and the
@@ -11,7 +12,7 @@
 //   2. One warp walks the CTA's tokens in order, a lane per top-k slot, and writes each message's
 //      header into staging (the row's position among s's rows of its expert, in token then slot
 //      order; the message's index among s's messages to its rank); the other warps stage the rows
-//      (fp8: cast, a float scale per 128 elements).
+//      (fp8: cast, a float scale per 128 elements; bf16 on load/store transports: not staged).
 //   3. A warp per token puts each message (header, then row) into its rank's dispatch region at
 //      [s][message]; CTA 0 also puts s's count row (messages, rows per local expert) to each rank.
 //      Each warp quiets; the CTA's leader then signals flag [k][s] = epoch at every rank.
