@@ -482,6 +482,12 @@ TEST_CASE("moe bad input: named errors, nothing launched", "[gpu][collectives][m
     std::string const need = std::to_string(gpucomm::moe_workspace_bytes(t.size, s, 1));
     CHECK_THAT(error_of([&] { gpucomm::moe_plan p(w, t, s, small); }), Catch::Contains("needs " + need));
   }
+  if (w.one_process_per_gpu() && w.bootstrap().size() > 1) {  // a plan that differs across processes
+    moe_shape mine = s;
+    mine.hidden = 128 * (1 + w.bootstrap().rank() % 2);
+    CHECK_THAT(error_of([&] { gpucomm::moe_plan p(w, t, mine); }),
+               Catch::Contains("differs from process 0") && Catch::Contains("hidden 256 against 128"));
+  }
   gpucomm::moe_plan plan(w, t, s);
   moe_buffers b(w, s);
   gpucomm::moe_prepare<transport_under_test>(w);
