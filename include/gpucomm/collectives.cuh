@@ -1,7 +1,7 @@
 #pragma once
 // Device collectives on teams (collectives/, one header each; docs/collectives.md):
 //   broadcast, allgather, alltoall, alltoallv, reduce, allreduce (with epilogues: epilogue.cuh;
-//   row-wise: allreduce_rows.cuh), reduce_scatter
+//   row-wise: allreduce_rows.cuh), reduce_scatter, and MoE dispatch and combine (moe.cuh)
 // over any transport with put_signal, signal and quiet, in a team's workspace
 // (collectives/workspace.hpp; host/team_workspace.hpp makes one), with the reduction operations
 // of collectives/reduction.cuh; and their host launchers (host/collectives.cuh).
@@ -14,6 +14,7 @@
 #include "collectives/alltoallv.cuh"
 #include "collectives/broadcast.cuh"
 #include "collectives/epilogue.cuh"
+#include "collectives/moe.cuh"
 #include "collectives/reduce.cuh"
 #include "collectives/reduce_scatter.cuh"
 #include "collectives/reduction.cuh"

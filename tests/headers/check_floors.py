@@ -33,6 +33,7 @@ import tempfile
 FLOORS = [
     ("host/collectives.cuh", 7, "top"),  # the collectives' host launchers
     ("host/team_workspace.hpp", 7, "top"),  # the host half of collectives/workspace.hpp
+    ("host/moe.cuh", 7, "top"),  # the MoE plan and launchers (collectives/moe.cuh)
     ("collectives.cuh", 7, "top"),
     ("gpucomm.cuh", 7, "top"),
     ("aggregate.cuh", 7, "top"),  # the Boost.PFR umbrella: aggregate_atomics.cuh, aggregate_reduction.cuh

@@ -47,6 +47,7 @@
 #include "../collectives/launch_shape.hpp"
 #include "../collectives/reduce.cuh"
 #include "../collectives/reduce_scatter.cuh"
+#include "moe.cuh"  // the MoE plan and its launchers
 
 namespace gpucomm {
 

@@ -30,6 +30,7 @@
 #include "../collectives/workspace.hpp"
 #include "../error.hpp"
 #include "../team.hpp"
+#include "detail/co_residency.hpp"
 #include "detail/device_guard.hpp"
 #include "world.hpp"
 
@@ -56,11 +57,11 @@ class team_workspace {
     // On every process together: one that threw alone would leave the others waiting below.
     detail::checked_on_every_rank(w.bootstrap(), call, [&] { check(w, t, o); });
     if (w.one_process_per_gpu()) agree_across_processes(w, t, o);
-    int const smallest_gpu = smallest_sm_count(w);
+    int const smallest_gpu = detail::smallest_sm_count(w);
     view_.members = t;
     view_.parts = o.parts;
     view_.block_bytes = collective_workspace::round_block_bytes(o.block_bytes);
-    members_per_gpu_ = most_members_per_gpu(w, t);
+    members_per_gpu_ = detail::most_members_per_gpu(w, t);
     cta_limit_ = detail::co_residency_cap(smallest_gpu, members_per_gpu_);
     programmatic_ = o.programmatic_launch;
     memory_ = w.alloc<std::byte>(collective_workspace::bytes(t.size, view_.block_bytes, o.parts));
@@ -145,28 +146,6 @@ class team_workspace {
                     "make workspaces on every process in the same order with the same team and options");
       }
     }
-  }
-
-  /// The fewest SMs of any GPU of the world (every process agrees).
-  static int smallest_sm_count(world& w) {
-    int fewest = 0;
-    for (int pe : w.local_pes()) {
-      int sms = 0;
-      GPUCOMM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, w.device(pe)), pe);
-      fewest = fewest == 0 || sms < fewest ? sms : fewest;
-    }
-    for (int const sms : w.bootstrap().allgather_value(fewest)) fewest = sms < fewest ? sms : fewest;
-    return fewest;
-  }
-  /// The most members of t on one GPU.
-  static int most_members_per_gpu(world const& w, team const& t) {
-    int most = 1;
-    for (int i = 0; i < t.size; ++i) {
-      int sharing = 0;
-      for (int j = 0; j < t.size; ++j) sharing += w.same_gpu(t.pe_of(i), t.pe_of(j)) ? 1 : 0;
-      most = sharing > most ? sharing : most;
-    }
-    return most;
   }
 
   collective_workspace view_;

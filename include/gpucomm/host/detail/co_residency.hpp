@@ -1,0 +1,37 @@
+#pragma once
+// What the co-residency cap of a team's collectives is made from (collectives/launch_shape.hpp,
+// detail::co_residency_cap): the fewest SMs of any GPU of the world, and the most members of the
+// team on one GPU. Used by team_workspace and moe_plan.
+
+#include <cuda_runtime_api.h>
+
+#include "../../error.hpp"
+#include "../../team.hpp"
+#include "../world.hpp"
+
+namespace gpucomm::detail {
+
+/// The fewest SMs of any GPU of the world (collective: every process agrees).
+inline int smallest_sm_count(world& w) {
+  int fewest = 0;
+  for (int pe : w.local_pes()) {
+    int sms = 0;
+    GPUCOMM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, w.device(pe)), pe);
+    fewest = fewest == 0 || sms < fewest ? sms : fewest;
+  }
+  for (int const sms : w.bootstrap().allgather_value(fewest)) fewest = sms < fewest ? sms : fewest;
+  return fewest;
+}
+
+/// The most members of t on one GPU.
+inline int most_members_per_gpu(world const& w, team const& t) {
+  int most = 1;
+  for (int i = 0; i < t.size; ++i) {
+    int sharing = 0;
+    for (int j = 0; j < t.size; ++j) sharing += w.same_gpu(t.pe_of(i), t.pe_of(j)) ? 1 : 0;
+    most = sharing > most ? sharing : most;
+  }
+  return most;
+}
+
+}  // namespace gpucomm::detail
