@@ -13,7 +13,7 @@
 
 using namespace gpucomm::test::coll;
 
-TEST_CASE("moe failure: an expert id past the plan's experts traps, naming it", "[.moe_failure][gpu]") {
+TEST_CASE("moe failure: an expert id past the plan's experts traps, naming it", "[.failure][moe_failure][gpu]") {
   auto options = gpucomm::test::test_world_options();
   options.wait_timeout = std::chrono::milliseconds(1000);
   auto& w = *gpucomm::test::make_world(std::move(options)).release();  // never destroyed
