@@ -331,7 +331,7 @@ mps_root=$(sed -n 's/^GPUCOMM_GPU_MPS_DIR:PATH=//p' "$build/CMakeCache.txt" 2>/d
 mps_root=${mps_root:-/nonexistent}
 if has_step build; then
   step "$build_limit" build cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" ring_shift cub_allreduce thrust_local \
-      routed_ring p2p_tile_push proxy_offload team_allreduce fused_rmsnorm aggregate_stats
+      routed_ring p2p_tile_push proxy_offload team_allreduce fused_rmsnorm aggregate_stats moe_layer
 fi
 
 if has_step demo; then
@@ -340,7 +340,7 @@ if has_step demo; then
   CUDA_VISIBLE_DEVICES=$(first_gpus "$ngpu")
   run demo bash scripts/demo.sh
   for ex in cub_allreduce thrust_local routed_ring p2p_tile_push proxy_offload team_allreduce fused_rmsnorm \
-      aggregate_stats; do
+      aggregate_stats moe_layer; do
     run "example-$ex" "$build/examples/$ex"
   done
   # The PyTorch example: its own build, two processes sharing GPU 0 under its own MPS daemon (exit 77:
