@@ -24,8 +24,11 @@ enum class proxy_backends {
 /// type as IBGDAPost's (ibgda_options::model_faults).
 using proxy_model_faults = nic_model_faults;
 
-/// The store path's default size limit (proxy_options::store_path_bytes): where a warp's stores
-/// and a copy engine's command take about the same time (docs/proxyqueue.md, "The store path").
+/// The store path's default size limit (proxy_options::store_path_bytes). A copy engine's command
+/// has a fixed cost of microseconds (the ring, the proxy's CUDA call, the engine's start), which
+/// the group's stores of a few KiB undercut; bulk stays with the copy engines, which free the SMs.
+/// Where the two paths cross on a machine: the benchmark's ProxyQueue put_latency rows with the
+/// store path on and off (docs/proxyqueue.md, "The store path").
 inline constexpr long long default_store_path_bytes = 16384;
 
 struct proxy_options {
