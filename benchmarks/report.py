@@ -295,7 +295,8 @@ def proxyqueue_lines(r, nvlink_pingpong):
         pts = [x for x in pick(r, case="proxyqueue_command_rate", library="gpucomm") if x["variant"].startswith(kind)]
         return max(pts, key=per_proxy) if pts else None
 
-    put, nop = best_rate("put_nbi 8 B contiguous/"), best_rate("nop/")
+    # Runs before the scattered variant named the contiguous one "put_nbi 8 B".
+    put, nop = best_rate("put_nbi 8 B contiguous/") or best_rate("put_nbi 8 B/"), best_rate("nop/")
     scattered = best_rate("put_nbi 8 B scattered/")
     lines.append(Line("ProxyQueue commands per second per proxy, contiguous 8-byte put_nbi, store path off "
                       "(best posting threads)",

@@ -198,6 +198,8 @@ class TargetsTest(unittest.TestCase):
         self.assertEqual(rate.verdict(), "MISSED by 2.00 M/s")  # contiguous puts only
         self.assertIn("scattered puts: 25", rate.ref)
         self.assertEqual(line(report.headline([]), "ProxyQueue put_bw").verdict(), "not measured")
+        legacy = [row("proxyqueue_command_rate", "put_nbi 8 B/per_process", 12.0, library="gpucomm", threads=32)]
+        self.assertEqual(line(report.headline(legacy), "ProxyQueue commands per second").g, 12.0)  # older runs' name
 
     def test_collectives_are_held_to_nccl(self):
         rows = []
