@@ -44,7 +44,7 @@ TESTS_DIR = "tests/results"
 COMPILE_COST = "benchmarks/results/debian12-2core/compile-cost.json"
 STATUS = "docs/status.md"
 # The pages with rendered sections, and the sections each must have.
-PAGES = {"README.md": ("performance",), "docs/benchmarks.md": ("benchmark-results",)}
+PAGES = {"README.md": ("performance", "transport-figures"), "docs/benchmarks.md": ("benchmark-results",)}
 ROUND_SCHEMA = "gpucomm.gpu-round/1"
 SUMMARY_SCHEMA = "gpucomm.gpu-round-summary/1"  # gpu-round.sh's summary.json; earlier ones have no schema
 COMPILE_COST_SCHEMA = "gpucomm.compile-cost/1"
@@ -274,6 +274,38 @@ def performance_md(benches, page):
     return out or ["No benchmark run recorded yet."]
 
 
+# The README's transport table's figures: per transport, headline lines (report.headline) of the latest
+# full run that measured them, as (transport, what the figure is, the headline line's name).
+TRANSPORT_FIGURES = [
+    ("NVLinkStore", "put bandwidth, one 1024-thread CTA, best size", "put_bw uni, block, 1 CTA, best size"),
+    ("NVLinkStore", "put_signal ping-pong, one way, one thread, 8 B", "put_signal ping-pong one way, thread, 8 B"),
+    ("P2PCopy", "put bandwidth, one CTA, best size, source in global memory",
+     "P2PCopy put_bw, block, 1 CTA, source global, best size"),
+    ("ProxyQueue", "put bandwidth, one posting thread, >= 16 MiB, worst size",
+     "ProxyQueue put_bw, block, 1 CTA (one posting thread), >= 16 MiB: the worst size against the copy engine"),
+    ("ProxyQueue", "put_signal ping-pong, one way, 8 B", "ProxyQueue put_signal ping-pong one way, 8 B (best scope)"),
+]
+
+
+def transport_figures_md(benches, page):
+    """README.md: one or two measured figures per transport, each from the latest full run that has it."""
+    full = sorted((b for b in benches if not b.smoke), key=lambda b: b.date, reverse=True)
+    lines = [(b, {x.what: x for x in report.headline(b.rows)}) for b in full]
+    rows = []
+    for transport, label, what in TRANSPORT_FIGURES:
+        found = next(((b, ls[what]) for b, ls in lines if what in ls and ls[what].g is not None), None)
+        if found is None:
+            rows.append([f"`{transport}`", label, "not measured", ""])
+            continue
+        b, x = found
+        extra = f" ({x.ref})" if x.ref.startswith("source shared") else ""
+        rows.append([f"`{transport}`", label, x.g_txt() + extra, f"[{b.kind}]({link(page, b.md)}), {b.date}"])
+    rows.append(["`IBGDAPost`, `route<..., IBGDAPost>`", "", "no run on a real NIC recorded",
+                 f"the NIC model's figures are not a NIC's ([docs/benchmarks.md]({link(page, 'docs/benchmarks.md')}))"])
+    return ["Measured figures of each transport (the benchmark suite; full runs only, one PE per GPU):", ""] + table(
+        ["transport", "figure", "value", "run"], rows)
+
+
 def results_md(benches, page):
     """docs/benchmarks.md: per machine kind the run, its whole headline table and what limits NVLinkStore."""
     out = ["gpucomm is `comm<NVLinkStore>` except in the P2PCopy and ProxyQueue lines; NVLink multicast off."]
@@ -451,7 +483,7 @@ def render_all(root):
     benches, tests, compile_cost = load_benches(root), load_tests(root), load_compile_cost(root)
     out = {b.md: report.markdown_text(dict(b.doc, rows=b.rows)) for b in benches}
     out[STATUS] = status_md(benches, tests, compile_cost)
-    render = {"performance": performance_md, "benchmark-results": results_md}
+    render = {"performance": performance_md, "benchmark-results": results_md, "transport-figures": transport_figures_md}
     for page, text in pages.items():
         # From the last section to the first, so that the spans of those before stay where they are.
         for name, (start, end) in sorted(spans[page].items(), key=lambda s: -s[1][0]):
