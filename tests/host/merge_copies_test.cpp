@@ -21,7 +21,7 @@ namespace {
 constexpr std::size_t arena_bytes = 4096;
 
 /// The destination arena after copying `ranges` (offsets into the arenas) in order.
-std::vector<unsigned char> apply(std::vector<copy_range> const& ranges, std::vector<unsigned char> const& source) {
+std::vector<unsigned char> after_copies(std::vector<copy_range> const& ranges, std::vector<unsigned char> const& source) {
   std::vector<unsigned char> dst(arena_bytes, 0xA5);
   for (copy_range const& r : ranges) std::memcpy(dst.data() + r.dst, source.data() + r.src, r.bytes);
   return dst;
@@ -75,14 +75,14 @@ TEST_CASE("merge_contiguous: joined copies move the same bytes as the copies giv
       dst += bytes + (rng() % 4 == 0 ? rng() % 16 : 0);
       src = rng() % 5 == 0 ? rng() % (arena_bytes / 2) : src + bytes;
     }
-    std::vector<unsigned char> const want = apply(ranges, source);
+    std::vector<unsigned char> const want = after_copies(ranges, source);
     std::size_t const given = ranges.size();
     std::shuffle(ranges.begin(), ranges.end(), rng);
     std::size_t const n = merge_contiguous(ranges);
     ranges.resize(n);
     INFO("trial " << trial << ": " << given << " copies, " << n << " joined");
     CHECK(n <= given);
-    CHECK(apply(ranges, source) == want);
+    CHECK(after_copies(ranges, source) == want);
     for (std::size_t i = 1; i < n; ++i) {  // nothing left that could have been joined
       bool const continues = ranges[i].dst == ranges[i - 1].dst + ranges[i - 1].bytes &&
                              ranges[i].src == ranges[i - 1].src + ranges[i - 1].bytes;
