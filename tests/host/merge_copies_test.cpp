@@ -21,7 +21,8 @@ namespace {
 constexpr std::size_t arena_bytes = 4096;
 
 /// The destination arena after copying `ranges` (offsets into the arenas) in order.
-std::vector<unsigned char> after_copies(std::vector<copy_range> const& ranges, std::vector<unsigned char> const& source) {
+std::vector<unsigned char> after_copies(std::vector<copy_range> const& ranges,
+                                        std::vector<unsigned char> const& source) {
   std::vector<unsigned char> dst(arena_bytes, 0xA5);
   for (copy_range const& r : ranges) std::memcpy(dst.data() + r.dst, source.data() + r.src, r.bytes);
   return dst;
