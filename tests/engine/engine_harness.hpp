@@ -117,6 +117,8 @@ class rank_env {
     config.agent = agent_;
     config.op_timeout = o.op_timeout;
     config.connect_timeout = o.connect_timeout;
+    // GPUCOMM_TEST_ENGINE_AGENTS=1: puts and gets through the memory agents (the bounce path).
+    config.data_through_agents = env_long("GPUCOMM_TEST_ENGINE_AGENTS", 0) != 0;
     auto const make = gpucomm::engine::require_net_engine("engine test", rank_);
     engine_ = make(config);
     auto addresses = allgather_bytes(boot, engine_->address());

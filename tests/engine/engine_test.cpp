@@ -367,6 +367,7 @@ class signal_first_agent final : public gpucomm::engine::memory_agent {
         {dst, std::vector<std::byte>(static_cast<std::byte const*>(src), static_cast<std::byte const*>(src) + bytes)});
     return {};
   }
+  std::string read(void* dst, void const* src, std::size_t bytes) override { return host_.read(dst, src, bytes); }
   std::string signal(std::uint64_t* word, signal_op op, std::uint64_t value) override {
     return host_.signal(word, op, value);
   }

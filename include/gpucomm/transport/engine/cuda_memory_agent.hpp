@@ -4,6 +4,8 @@
 //
 //   write    cudaMemcpyAsync on the agent's stream (the source, the engine's receive buffer, stays
 //            valid until commit());
+//   read     cudaMemcpyAsync into the host buffer on the same stream (after the writes before
+//            it), then cudaStreamSynchronize: the bytes are there when it returns;
 //   signal   set: a cudaMemcpyAsync of the value from pinned host memory on the same stream,
 //            after the data, so a kernel that sees the value sees the data (stream order: the
 //            copy starts after the data's copy finished). add: as an atomic below;
@@ -58,6 +60,15 @@ class cuda_memory_agent final : public memory_agent {
     if (bytes == 0) return {};
     if (std::string e = use_device(); !e.empty()) return e;
     return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync (data)");
+  }
+
+  std::string read(void* dst, void const* src, std::size_t bytes) override {
+    if (bytes == 0) return {};
+    if (std::string e = use_device(); !e.empty()) return e;
+    if (std::string e = check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync (read)");
+        !e.empty())
+      return e;
+    return check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (read)");
   }
 
   std::string signal(std::uint64_t* word, signal_op op, std::uint64_t value) override {

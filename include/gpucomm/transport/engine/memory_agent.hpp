@@ -2,11 +2,14 @@
 // The memory agent: how a network engine writes what peers send into this process's memory.
 // Host only. The engine calls it from the thread that runs its progress() (the proxy thread), one
 // call at a time, for every signal, atomic and put_signal a peer sends, and for the data of a
-// put_signal. Puts and gets that the engine's library carries as RMA into registered memory do
-// not pass through it.
+// put_signal; with net_engine_config::data_through_agents, for the data of every put and get too
+// (read at the source, written at the destination). Puts and gets that the engine's library
+// carries as RMA into registered memory do not pass through it.
 //
 // Contract, for one agent:
 //   write(dst, src, n)   n bytes to this process's memory at dst;
+//   read(dst, src, n)    n bytes of this process's memory at src into dst (host memory), as they
+//                        are after every earlier write() (a put's source, a get's data served);
 //   signal(w, op, v)     the 64-bit word w set to v or increased by v, ordered after every earlier
 //                        write(): a reader that sees the new value (acquire) sees their data;
 //   atomic(...)          a read-modify-write of a 4- or 8-byte word; returns the old value;
@@ -42,6 +45,7 @@ class memory_agent {
  public:
   virtual ~memory_agent() = default;
   virtual std::string write(void* dst, void const* src, std::size_t bytes) = 0;
+  virtual std::string read(void* dst, void const* src, std::size_t bytes) = 0;
   virtual std::string signal(std::uint64_t* word, signal_op op, std::uint64_t value) = 0;
   /// `operand`: the value (compare_swap: the new value); `compare`: compare_swap's expected one.
   virtual std::string atomic(void* word, unsigned width, atomic_op op, std::uint64_t operand, std::uint64_t compare,
@@ -86,6 +90,11 @@ class host_memory_agent final : public memory_agent {
 
   std::string write(void* dst, void const* src, std::size_t bytes) override {
     if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+    if (bytes != 0) std::memcpy(dst, src, bytes);
+    return {};
+  }
+
+  std::string read(void* dst, void const* src, std::size_t bytes) override {
     if (bytes != 0) std::memcpy(dst, src, bytes);
     return {};
   }

@@ -17,7 +17,8 @@
 // progress()). Each takes a caller token and returns a `posted`: ok, or why it was refused
 // (nothing was sent and no completion will come). An accepted operation completes exactly once,
 // through progress(), with that token, successfully or with a named error:
-//   put         bytes from local `src` to `dst` in a region imported from `peer`; complete = the
+//   put         bytes from local `src` to `dst` in a region imported from `peer` (by RMA, or with
+//               data_through_agents read here and written there by the agents); complete = the
 //               data is in the peer's memory, visible to the peer's readers (a remote completion,
 //               not "src may be reused");
 //   get         bytes from `src` in a peer's region to local `dst`; complete = the data is here;
@@ -115,6 +116,12 @@ struct net_engine_config {
   /// Longest an operation may stay incomplete before it fails with errc::timed_out and its peer
   /// is marked failed: the bound on how long a dead peer goes unreported.
   std::chrono::milliseconds op_timeout{20'000};
+  /// How puts and gets move their bytes. false: RMA between memory the library registered (UCX
+  /// registers GPU memory only when built with CUDA support). true: as messages whose bytes the
+  /// memory agents read and write at both ends, through host memory (a bounce), for memory the
+  /// library cannot register, such as GPU memory under a UCX without CUDA; register_memory then
+  /// only names the ranges peers may address. Completion means the same either way.
+  bool data_through_agents = false;
 };
 
 class net_engine {

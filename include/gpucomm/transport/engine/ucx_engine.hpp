@@ -20,6 +20,13 @@
 //               written by the agent: the agent writes every byte a put_signal carries, which is
 //               also how data reaches memory UCX cannot register (GPU memory on a UCX without
 //               CUDA support).
+// With net_engine_config::data_through_agents (memory UCX cannot register: GPU memory on a UCX
+// without CUDA), puts and gets are active messages too, and register_memory maps nothing:
+//   put         this process's agent reads the source into the operation's buffer (host memory),
+//               which travels as the payload; the peer's agent writes it and commits, then replies;
+//   get         a request; the peer's agent reads the source and the reply carries the bytes
+//               (eager, or rendezvous into the operation's buffer), which this process's agent
+//               writes to the destination and commits before the get completes.
 // Peer failure: every endpoint uses UCP_ERR_HANDLING_MODE_PEER with an error callback; a peer
 // whose connection breaks (its process killed: the kernel resets its sockets) is marked failed at
 // the next progress() after UCX reports it, its endpoint is closed by force, and its operations
@@ -98,7 +105,8 @@ class ucx_engine final : public net_engine {
 
   ~ucx_engine() override {
     for (auto& p : peers_) {
-      for (auto& r : p->regions) ucp_rkey_destroy(r.rkey);
+      for (auto& r : p->regions)
+        if (r.rkey != nullptr) ucp_rkey_destroy(r.rkey);
       p->regions.clear();
     }
     std::vector<void*> closing;
@@ -118,7 +126,8 @@ class ucx_engine final : public net_engine {
         ucp_worker_progress(worker_);
       ucp_request_free(r);
     }
-    for (auto& m : local_regions_) ucp_mem_unmap(context_, m.memh);
+    for (auto& m : local_regions_)
+      if (m.memh != nullptr) ucp_mem_unmap(context_, m.memh);
     ucp_worker_destroy(worker_);
     ucp_cleanup(context_);
   }
@@ -137,58 +146,13 @@ class ucx_engine final : public net_engine {
 
   void connect(std::vector<std::vector<std::byte>> const& addresses) override;
 
-  std::vector<std::byte> register_memory(void* base, std::size_t bytes) override {
-    ucp_mem_map_params_t mp{};
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mp.address = base;
-    mp.length = bytes;
-    ucp_mem_h memh = nullptr;
-    check_setup(ucp_mem_map(context_, &mp, &memh), "ucp_mem_map");
-    void* packed = nullptr;
-    std::size_t n = 0;
-    if (ucs_status_t const s = ucp_rkey_pack(context_, memh, &packed, &n); s != UCS_OK) {
-      ucp_mem_unmap(context_, memh);
-      check_setup(s, "ucp_rkey_pack");
-    }
-    std::vector<std::byte> key(n);
-    std::memcpy(key.data(), packed, n);
-    ucp_rkey_buffer_release(packed);
-    local_regions_.push_back({reinterpret_cast<std::uint64_t>(base), bytes, memh});
-    return key;
-  }
+  std::vector<std::byte> register_memory(void* base, std::size_t bytes) override;
 
-  void import_region(int peer, std::uint64_t base, std::size_t bytes, std::span<std::byte const> key) override {
-    if (peer < 0 || peer >= config_.size || peers_[static_cast<std::size_t>(peer)]->ep == nullptr)
-      fail_setup("ucx_engine::import_region", "rank " + std::to_string(peer) + " is not connected");
-    ucp_rkey_h rkey = nullptr;
-    check_setup(ucp_ep_rkey_unpack(peers_[static_cast<std::size_t>(peer)]->ep, key.data(), &rkey),
-                "ucp_ep_rkey_unpack");
-    peers_[static_cast<std::size_t>(peer)]->regions.push_back({base, bytes, rkey});
-  }
+  void import_region(int peer, std::uint64_t base, std::size_t bytes, std::span<std::byte const> key) override;
 
-  posted put(int peer, void const* src, std::uint64_t dst, std::size_t bytes, token t) override {
-    ucp_rkey_h rkey = nullptr;
-    if (posted p = check_rma(peer, dst, bytes, rkey, "destination"); !p.ok()) return p;
-    if (bytes == 0) return finish_now(t);
-    std::uint64_t const serial = add_op(peer, kind_put, t);
-    peer_state& ps = *peers_[static_cast<std::size_t>(peer)];
-    void* const r = ucp_put_nbx(ps.ep, src, bytes, dst, rkey, callback_param(serial, event_put));
-    if (posted p = started(r, serial, "ucp_put_nbx"); !p.ok()) return p;
-    ps.unflushed.push_back(serial);
-    return {};
-  }
+  posted put(int peer, void const* src, std::uint64_t dst, std::size_t bytes, token t) override;
 
-  posted get(int peer, void* dst, std::uint64_t src, std::size_t bytes, token t) override {
-    ucp_rkey_h rkey = nullptr;
-    if (posted p = check_rma(peer, src, bytes, rkey, "source"); !p.ok()) return p;
-    if (bytes == 0) return finish_now(t);
-    std::uint64_t const serial = add_op(peer, kind_get, t);
-    void* const r = ucp_get_nbx(peers_[static_cast<std::size_t>(peer)]->ep, dst, bytes, src, rkey,
-                                callback_param(serial, event_get));
-    if (posted p = started(r, serial, "ucp_get_nbx"); !p.ok()) return p;
-    if (r == nullptr) complete(serial, errc::ok, {});
-    return {};
-  }
+  posted get(int peer, void* dst, std::uint64_t src, std::size_t bytes, token t) override;
 
   posted signal(int peer, std::uint64_t word, signal_op op, std::uint64_t value, token t) override {
     request_header h{};
@@ -268,9 +232,21 @@ class ucx_engine final : public net_engine {
     kind_atomic,
     kind_flush,
     kind_hello,
-    kind_lost
+    kind_lost,
+    kind_put_data,  // data_through_agents: a put's bytes as the payload
+    kind_get_data   // data_through_agents: a get, its bytes in the reply
   };
-  enum : std::uint8_t { event_put, event_get, event_send, event_replied, event_recv, event_reply_sent, event_ep_flush };
+  enum : std::uint8_t {
+    event_put,
+    event_get,
+    event_send,
+    event_replied,
+    event_recv,
+    event_reply_sent,
+    event_ep_flush,
+    event_reply_rndv,  // a reply whose payload comes by rendezvous: its receive is to start
+    event_reply_data   // that receive finished
+  };
 
   /// What an active-message request carries besides a put_signal's data.
   struct request_header {
@@ -316,7 +292,10 @@ class ucx_engine final : public net_engine {
     errc code = errc::ok;
     std::string what;
     std::uint64_t fetched = 0;
-    request_header header;  // an active message's header, alive until its send completes
+    request_header header;           // an active message's header, alive until its send completes
+    std::vector<std::byte> payload;  // data_through_agents: a put's bytes (until sent), a get's (once replied)
+    void* get_dst = nullptr;         // data_through_agents: where a get's bytes go
+    void* reply_rndv = nullptr;      // a rendezvous reply's descriptor, until its receive starts
   };
   /// A request from a peer, received and not yet applied.
   struct inbound {
@@ -417,12 +396,25 @@ class ucx_engine final : public net_engine {
   }
 
   posted send_request(int peer, request_header h, void const* data, std::size_t bytes, token t) {
+    return send_request(peer, h, data, bytes, {}, t);
+  }
+  /// The same with a payload the operation keeps until it is sent.
+  posted send_request(int peer, request_header h, std::vector<std::byte> owned, token t) {
+    std::size_t const bytes = owned.size();
+    return send_request(peer, h, nullptr, bytes, std::move(owned), t);
+  }
+  posted send_request(int peer, request_header h, void const* data, std::size_t bytes, std::vector<std::byte> owned,
+                      token t) {
     if (posted p = check_peer(peer); !p.ok()) return p;
     std::uint64_t const serial = add_op(peer, h.kind, t);
     op& o = ops_[serial];
     o.header = h;
     o.header.serial = serial;
     o.header.from = config_.rank;
+    if (!owned.empty()) {
+      o.payload = std::move(owned);
+      data = o.payload.data();
+    }
     void* const r = ucp_am_send_nbx(peers_[static_cast<std::size_t>(peer)]->ep, am_request, &o.header,
                                     sizeof(request_header), data, bytes, callback_param(serial, event_send));
     if (posted p = started(r, serial, "ucp_am_send_nbx"); !p.ok()) return p;
@@ -439,7 +431,11 @@ class ucx_engine final : public net_engine {
   }
   static void on_recv(void* request, ucs_status_t status, std::size_t, void* user_data) {
     auto* ctx = static_cast<callback_ctx*>(user_data);
-    ctx->engine->events_.push_back({ctx->serial, event_recv, status});
+    if (ctx->event == event_reply_data) {  // a get's bytes, into its operation if it is still open
+      if (auto const it = ctx->engine->ops_.find(ctx->serial); it != ctx->engine->ops_.end() && status == UCS_OK)
+        it->second.payload.assign(ctx->reply.get(), ctx->reply.get() + it->second.header.bytes);
+    }
+    ctx->engine->events_.push_back({ctx->serial, ctx->event, status});
     delete ctx;
     ucp_request_free(request);
   }
@@ -467,7 +463,14 @@ class ucx_engine final : public net_engine {
 
   void answer(inbound const& in);
 
-  void send_reply(int to, reply_header r, std::string const& why);
+  void send_reply(int to, reply_header r, std::string const& why, std::vector<std::byte> data = {});
+
+  /// Starts receiving a rendezvous reply's payload (a get's bytes) for operation o.
+  void start_reply_receive(std::uint64_t serial, op& o);
+
+  /// A reply arrived for operation o (its payload in o.payload for a get): a get's bytes written
+  /// by the agent; then it completes once its request was sent too.
+  void replied(std::uint64_t serial, op& o);
 
   void complete(std::uint64_t serial, errc code, std::string what);
   void forget(std::uint64_t serial);

@@ -1,7 +1,8 @@
 #pragma once
-// The bodies of ucx_engine's set-up round trip, its progress (events from UCX's callbacks,
-// requests from peers answered through the memory agent, endpoint flushes) and its failure
-// handling; included at the end of ../ucx_engine.hpp, which states the contract.
+// The bodies of ucx_engine's set-up (round trip, registration), its puts and gets (RMA, or
+// through the agents), its progress (events from UCX's callbacks, requests from peers answered
+// through the memory agent, endpoint flushes) and its failure handling; included at the end of
+// ../ucx_engine.hpp, which states the contract.
 
 namespace gpucomm::engine {
 
@@ -73,6 +74,84 @@ inline void ucx_engine::connect(std::vector<std::vector<std::byte>> const& addre
   }
 }
 
+inline std::vector<std::byte> ucx_engine::register_memory(void* base, std::size_t bytes) {
+  if (config_.data_through_agents) {  // the agents move the bytes: nothing for UCX to map
+    local_regions_.push_back({reinterpret_cast<std::uint64_t>(base), bytes, nullptr});
+    return {};
+  }
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.address = base;
+  mp.length = bytes;
+  ucp_mem_h memh = nullptr;
+  check_setup(ucp_mem_map(context_, &mp, &memh), "ucp_mem_map");
+  void* packed = nullptr;
+  std::size_t n = 0;
+  if (ucs_status_t const s = ucp_rkey_pack(context_, memh, &packed, &n); s != UCS_OK) {
+    ucp_mem_unmap(context_, memh);
+    check_setup(s, "ucp_rkey_pack");
+  }
+  std::vector<std::byte> key(n);
+  std::memcpy(key.data(), packed, n);
+  ucp_rkey_buffer_release(packed);
+  local_regions_.push_back({reinterpret_cast<std::uint64_t>(base), bytes, memh});
+  return key;
+}
+
+inline void ucx_engine::import_region(int peer, std::uint64_t base, std::size_t bytes, std::span<std::byte const> key) {
+  if (peer < 0 || peer >= config_.size || peers_[static_cast<std::size_t>(peer)]->ep == nullptr)
+    fail_setup("ucx_engine::import_region", "rank " + std::to_string(peer) + " is not connected");
+  ucp_rkey_h rkey = nullptr;
+  if (!config_.data_through_agents) {
+    check_setup(ucp_ep_rkey_unpack(peers_[static_cast<std::size_t>(peer)]->ep, key.data(), &rkey),
+                "ucp_ep_rkey_unpack");
+  }
+  peers_[static_cast<std::size_t>(peer)]->regions.push_back({base, bytes, rkey});
+}
+
+inline posted ucx_engine::put(int peer, void const* src, std::uint64_t dst, std::size_t bytes, token t) {
+  ucp_rkey_h rkey = nullptr;
+  if (posted p = check_rma(peer, dst, bytes, rkey, "destination"); !p.ok()) return p;
+  if (bytes == 0) return finish_now(t);
+  if (config_.data_through_agents) {
+    std::vector<std::byte> payload(bytes);
+    if (std::string const why = config_.agent->read(payload.data(), src, bytes); !why.empty())
+      return {errc::refused, "reading the source: " + why};
+    request_header h{};
+    h.kind = kind_put_data;
+    h.dst = dst;
+    h.bytes = bytes;
+    return send_request(peer, h, std::move(payload), t);
+  }
+  std::uint64_t const serial = add_op(peer, kind_put, t);
+  peer_state& ps = *peers_[static_cast<std::size_t>(peer)];
+  void* const r = ucp_put_nbx(ps.ep, src, bytes, dst, rkey, callback_param(serial, event_put));
+  if (posted p = started(r, serial, "ucp_put_nbx"); !p.ok()) return p;
+  ps.unflushed.push_back(serial);
+  return {};
+}
+
+inline posted ucx_engine::get(int peer, void* dst, std::uint64_t src, std::size_t bytes, token t) {
+  ucp_rkey_h rkey = nullptr;
+  if (posted p = check_rma(peer, src, bytes, rkey, "source"); !p.ok()) return p;
+  if (bytes == 0) return finish_now(t);
+  if (config_.data_through_agents) {
+    request_header h{};
+    h.kind = kind_get_data;
+    h.dst = src;  // the peer's address to read
+    h.bytes = bytes;
+    posted p = send_request(peer, h, {}, t);
+    if (p.ok()) ops_[last_serial_].get_dst = dst;
+    return p;
+  }
+  std::uint64_t const serial = add_op(peer, kind_get, t);
+  void* const r =
+      ucp_get_nbx(peers_[static_cast<std::size_t>(peer)]->ep, dst, bytes, src, rkey, callback_param(serial, event_get));
+  if (posted p = started(r, serial, "ucp_get_nbx"); !p.ok()) return p;
+  if (r == nullptr) complete(serial, errc::ok, {});
+  return {};
+}
+
 inline ucs_status_t ucx_engine::on_request(void* arg, void const* header, std::size_t header_bytes, void* data,
                                            std::size_t bytes, ucp_am_recv_param_t const* param) {
   auto* self = static_cast<ucx_engine*>(arg);
@@ -93,7 +172,7 @@ inline ucs_status_t ucx_engine::on_request(void* arg, void const* header, std::s
 }
 
 inline ucs_status_t ucx_engine::on_reply(void* arg, void const* header, std::size_t header_bytes, void* data,
-                                         std::size_t bytes, ucp_am_recv_param_t const*) {
+                                         std::size_t bytes, ucp_am_recv_param_t const* param) {
   auto* self = static_cast<ucx_engine*>(arg);
   if (header_bytes != sizeof(reply_header)) return UCS_OK;
   reply_header h;
@@ -102,12 +181,61 @@ inline ucs_status_t ucx_engine::on_reply(void* arg, void const* header, std::siz
   if (it == self->ops_.end()) return UCS_OK;  // failed already
   op& o = it->second;
   o.fetched = h.fetched;
+  bool const rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
   if (h.code != 0) {
     o.code = static_cast<errc>(h.code);
-    o.what = std::string(static_cast<char const*>(data), bytes);
+    o.what =
+        rndv ? std::string("the peer's refusal could not be read") : std::string(static_cast<char const*>(data), bytes);
+  } else if (o.kind == kind_get_data) {  // the bytes of a get
+    if (bytes != o.header.bytes) {
+      o.code = errc::engine_failed;
+      o.what = "the reply carries " + std::to_string(bytes) + " bytes, not the " + std::to_string(o.header.bytes) +
+               " asked for";
+    } else if (rndv) {
+      o.reply_rndv = data;
+      self->events_.push_back({h.serial, event_reply_rndv, UCS_OK});
+      return UCS_INPROGRESS;
+    } else {
+      o.payload.assign(static_cast<std::byte const*>(data), static_cast<std::byte const*>(data) + bytes);
+    }
   }
   self->events_.push_back({h.serial, event_replied, UCS_OK});
   return UCS_OK;
+}
+
+inline void ucx_engine::start_reply_receive(std::uint64_t serial, op& o) {
+  void* const desc = o.reply_rndv;
+  o.reply_rndv = nullptr;
+  std::size_t const bytes = o.header.bytes;
+  auto* ctx = new callback_ctx{this, serial, event_reply_data, std::make_unique<std::byte[]>(bytes)};
+  std::byte* const into = ctx->reply.get();
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.recv_am = &on_recv;
+  p.user_data = ctx;
+  void* const r = ucp_am_recv_data_nbx(worker_, desc, into, bytes, &p);
+  if (r != nullptr && !UCS_PTR_IS_ERR(r)) return;  // on_recv moves the bytes into the operation
+  if (UCS_PTR_IS_ERR(r)) {
+    o.code = errc::engine_failed;
+    o.what = std::string("ucp_am_recv_data_nbx (a get's reply) failed with ") + ucs_status_string(UCS_PTR_STATUS(r));
+  } else {
+    o.payload.assign(into, into + bytes);  // received at once
+  }
+  delete ctx;
+  replied(serial, o);
+}
+
+inline void ucx_engine::replied(std::uint64_t serial, op& o) {
+  if (o.kind == kind_get_data && o.code == errc::ok) {
+    std::string why = config_.agent->write(o.get_dst, o.payload.data(), o.payload.size());
+    if (why.empty()) why = config_.agent->commit();
+    if (!why.empty()) {
+      o.code = errc::engine_failed;
+      o.what = "writing the get's bytes: " + why;
+    }
+  }
+  o.replied = true;
+  if (o.sent) complete(serial, o.code, o.what);
 }
 
 inline void ucx_engine::handle_events() {
@@ -141,11 +269,14 @@ inline void ucx_engine::handle_events() {
       o.what = std::string("UCX completed it with ") + ucs_status_string(e.status);
     }
     if (e.kind == event_get) complete(e.serial, o.code, o.what);
-    if (e.kind == event_send) o.sent = true;
-    if (e.kind == event_replied) o.replied = true;
-    // A put completes with its endpoint flush; an active message once sent and answered (or failed).
-    if ((e.kind == event_send || e.kind == event_replied) && o.sent && (o.replied || o.code != errc::ok))
-      complete(e.serial, o.code, o.what);
+    if (e.kind == event_reply_rndv) start_reply_receive(e.serial, o);
+    // An active message completes once sent and answered (or failed); a put with its endpoint flush.
+    if (e.kind == event_replied || e.kind == event_reply_data) {
+      replied(e.serial, o);
+    } else if (e.kind == event_send) {
+      o.sent = true;
+      if (o.replied || o.code != errc::ok) complete(e.serial, o.code, o.what);
+    }
   }
 }
 
@@ -218,6 +349,7 @@ inline void ucx_engine::answer(inbound const& in) {
   reply_header r{};
   r.serial = h.serial;
   std::string why;
+  std::vector<std::byte> data;  // a get's bytes, the reply's payload
   switch (h.kind) {
     case kind_hello:
       break;
@@ -251,6 +383,19 @@ inline void ucx_engine::answer(inbound const& in) {
         if (why.empty()) why = config_.agent->commit();
       }
       break;
+    case kind_put_data:
+    case kind_get_data:
+      if (!in_local_region(h.dst, h.bytes)) {
+        why = std::string("the ") + (h.kind == kind_put_data ? "destination" : "source") + " [" + hex(h.dst) + ", +" +
+              std::to_string(h.bytes) + ") is not in memory rank " + std::to_string(config_.rank) + " registered";
+      } else if (h.kind == kind_put_data) {
+        why = config_.agent->write(reinterpret_cast<void*>(h.dst), in.data.data(), h.bytes);
+        if (why.empty()) why = config_.agent->commit();
+      } else {
+        data.resize(h.bytes);
+        why = config_.agent->read(data.data(), reinterpret_cast<void const*>(h.dst), h.bytes);
+      }
+      break;
     default:
       why = "its payload could not be received";
       break;
@@ -258,25 +403,29 @@ inline void ucx_engine::answer(inbound const& in) {
   if (!why.empty()) {
     r.code = static_cast<std::int32_t>(errc::remote_refused);
     why = "rank " + std::to_string(config_.rank) + " refused it: " + why;
+    data.clear();
   }
-  send_reply(h.from, r, why);
+  send_reply(h.from, r, why, std::move(data));
 }
 
-inline void ucx_engine::send_reply(int to, reply_header r, std::string const& why) {
+inline void ucx_engine::send_reply(int to, reply_header r, std::string const& why, std::vector<std::byte> data) {
   if (to < 0 || to >= config_.size) return;
   peer_state& p = *peers_[static_cast<std::size_t>(to)];
   if (p.ep == nullptr || p.failed) return;  // nobody to answer
+  // The payload: the reason's text when refused, else a get's bytes (or nothing).
+  std::size_t const n = why.empty() ? data.size() : why.size();
+  void const* const payload = why.empty() ? static_cast<void const*>(data.data()) : why.data();
   r.what_bytes = static_cast<std::uint32_t>(why.size());
-  auto buf = std::make_unique<std::byte[]>(sizeof r + why.size());
+  auto buf = std::make_unique<std::byte[]>(sizeof r + n);
   std::memcpy(buf.get(), &r, sizeof r);
-  std::memcpy(buf.get() + sizeof r, why.data(), why.size());
+  if (n != 0) std::memcpy(buf.get() + sizeof r, payload, n);
   ucp_request_param_t p2{};
   p2.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p2.cb.send = &on_send;
   auto* ctx = new callback_ctx{this, 0, event_reply_sent, std::move(buf)};
   p2.user_data = ctx;
   std::byte* const at = ctx->reply.get();
-  void* const req = ucp_am_send_nbx(p.ep, am_reply, at, sizeof r, at + sizeof r, why.size(), &p2);
+  void* const req = ucp_am_send_nbx(p.ep, am_reply, at, sizeof r, at + sizeof r, n, &p2);
   if (req == nullptr || UCS_PTR_IS_ERR(req)) {
     delete ctx;  // sent at once, or the peer is gone (its error callback reports it)
     return;
@@ -315,7 +464,8 @@ inline void ucx_engine::fail_peer(int peer, errc code, std::string const& why) {
   // UCX wants a key destroyed after the operations that use it are flushed and before its
   // endpoint goes; neither can happen in that order for a dead peer, so its keys stay allocated
   // (unused) until the process ends.
-  for (auto& r : p.regions) abandoned_keys_.push_back(r.rkey);
+  for (auto& r : p.regions)
+    if (r.rkey != nullptr) abandoned_keys_.push_back(r.rkey);
   p.regions.clear();
   if (p.ep != nullptr) {
     ucp_request_param_t rp{};
