@@ -11,7 +11,9 @@ gpucomm::mpi exist; the script builds bench_engine there. Needs mpirun and ucx_p
 openmpi-bin, ucx-utils). Writes gpucomm.engine-smoke/1 JSON: the rows (metric, size, value, unit,
 source), and the ratios the targets are stated in:
   put_bw / ucx_perftest ucp_put_bw, per size (target >= 0.8);
-  put_signal_lat median / (1.5 x ucx_perftest ucp_put_lat median + ring_rtt median) (target <= 1).
+  put_signal_lat median / (1.5 x ucx_perftest ucp_put_lat median + ring_rtt median) (target <= 1);
+  and the put bandwidth with puts through the memory agents (the bounce path) over that by RMA.
+bench_engine runs twice: puts by RMA, then through the agents (GPUCOMM_TEST_ENGINE_AGENTS=1).
 """
 
 import argparse
@@ -75,23 +77,30 @@ def main():
     bench = os.path.join(args.build, "benchmarks", "bench_engine")
     command = ["mpirun", "-np", "2", "--oversubscribe", "--mca", "pml", "ob1", "--mca", "btl", "self,tcp", "--mca",
                "btl_tcp_if_include", "lo", bench]
-    out = subprocess.run(command, env=dict(os.environ, **UCX_ENV, **MPI_ENV), capture_output=True, text=True,
-                         timeout=600)
-    if out.returncode != 0:
-        sys.exit(f"bench_engine failed ({out.returncode}):\n{out.stdout}{out.stderr}")
-    for line in out.stdout.splitlines():
-        if line.startswith("{"):
-            rows.append(dict(json.loads(line), source="gpucomm engine_backend (ring, proxy thread, UCX)"
-                             if not line.startswith('{"metric": "engine_') else "gpucomm ucx_engine alone"))
+    # Puts by RMA (the default), then through the memory agents (the bounce path for memory UCX
+    # cannot register): the same cases, their rows told apart by source.
+    for agents in (False, True):
+        env = dict(os.environ, **UCX_ENV, **MPI_ENV, GPUCOMM_TEST_ENGINE_AGENTS="1" if agents else "0")
+        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+        if out.returncode != 0:
+            sys.exit(f"bench_engine failed ({out.returncode}):\n{out.stdout}{out.stderr}")
+        via = ", data through the agents" if agents else ""
+        for line in out.stdout.splitlines():
+            if line.startswith("{"):
+                alone = line.startswith('{"metric": "engine_')
+                rows.append(dict(json.loads(line), source=("gpucomm ucx_engine alone" if alone else
+                                                           "gpucomm engine_backend (ring, proxy thread, UCX)") + via))
 
-    def find(metric, source_prefix, size):
+    def find(metric, source_prefix, size, agents=False):
         return next(r for r in rows if r["metric"] == metric and r["source"].startswith(source_prefix)
-                    and r["size"] == size)
+                    and r["size"] == size and r["source"].endswith("through the agents") == agents)
 
     ratios = {}
     for size, _ in BW_CASES:
         ratios[f"put_bw/ucx_perftest at {size} B"] = round(
             find("put_bw", "gpucomm", size)["value"] / find("put_bw", "ucx_perftest", size)["value"], 3)
+        ratios[f"put_bw through the agents / by RMA at {size} B"] = round(
+            find("put_bw", "gpucomm", size, True)["value"] / find("put_bw", "gpucomm", size)["value"], 3)
     lat = find("put_signal_lat", "gpucomm", 8)["median"]
     bound = 1.5 * find("put_lat", "ucx_perftest", 8)["median"] + find("ring_rtt", "gpucomm", 0)["median"]
     ratios["put_signal_lat median / (1.5 x ucp_put_lat median + ring_rtt median)"] = round(lat / bound, 3)
