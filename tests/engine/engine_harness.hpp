@@ -1,10 +1,10 @@
 #pragma once
 // What every engine test process sets up: a bootstrap (MPI under mpirun, or tcp_bootstrap.hpp
 // across network namespaces), a host-memory "heap" poisoned at the start, the UCX engine behind
-// gpucomm::engine::require_net_engine, ProxyQueue's engine backend, and a proxy thread that
-// drains a command ring in host memory as ProxyQueue's proxy thread does, calling the backend's
-// poll() on every pass (the engine serves its peers inside it). The test's own thread is the
-// "GPU": it posts commands with command_ring::post and waits with wait_complete.
+// gpucomm::engine::require_net_engine, ProxyQueue's engine backend, and ProxyQueue's own proxy
+// thread (proxy_queue/detail/proxy_thread.hpp) draining a command ring in host memory into the
+// backend, which it polls on every pass (the engine serves its peers inside it). The test's own
+// thread is the "GPU": it posts commands with command_ring::post and waits with wait_complete.
 
 #include <atomic>
 #include <chrono>
@@ -23,7 +23,9 @@
 #include <gpucomm/transport/engine/memory_agent.hpp>
 #include <gpucomm/transport/proxy_queue/command_ring.cuh>
 #include <gpucomm/transport/proxy_queue/completion_window.hpp>
+#include <gpucomm/transport/proxy_queue/detail/backend.hpp>
 #include <gpucomm/transport/proxy_queue/detail/engine_backend.hpp>
+#include <gpucomm/transport/proxy_queue/detail/proxy_thread.hpp>
 
 namespace gpucomm_test {
 
@@ -149,9 +151,14 @@ class rank_env {
     bases_ = at.bases;
     at.results = results_.data();
     at.result_slots = static_cast<std::uint32_t>(results_.size());
-    backend_ = std::make_unique<gpucomm::detail::engine_backend>(*engine_, *agent_, std::move(at), failures_);
-    reader_ = gpucomm::proxy_queue::ring_reader(ring_.ring);
-    thread_ = std::thread([this] { serve(); });
+    proxy_ring_.pe = rank_;
+    proxy_ring_.device = -1;  // no GPU: the thread's cudaSetDevice fails, harmlessly
+    proxy_ring_.reader = gpucomm::proxy_queue::ring_reader(ring_.ring);
+    proxy_ring_.failures = &failures_;
+    proxy_ring_.backends.push_back(gpucomm::detail::make_proxy_backend<gpucomm::detail::engine_backend>(
+        *engine_, *agent_, std::move(at), failures_));
+    thread_ =
+        std::make_unique<gpucomm::detail::proxy_thread>(std::vector<gpucomm::detail::proxy_ring*>{&proxy_ring_}, -1);
   }
 
   rank_env(rank_env const&) = delete;
@@ -160,8 +167,7 @@ class rank_env {
 
   /// Ends the proxy thread (what is in flight stays so).
   void stop() {
-    stop_.store(true);
-    if (thread_.joinable()) thread_.join();
+    if (thread_) thread_->stop();
   }
 
   int rank() const { return rank_; }
@@ -209,39 +215,6 @@ class rank_env {
   }
 
  private:
-  void serve() {
-    std::uint64_t published = 0;
-    unsigned idle = 0;
-    auto const complete = [&](std::uint64_t t) { window_.complete(t); };
-    while (!stop_.load(std::memory_order_relaxed)) {
-      int read = 0;
-      std::uint64_t const before = window_.low_water();
-      for (; read < 64; ++read) {
-        command const* slot = reader_.peek();
-        if (slot == nullptr) break;
-        command const c = *slot;
-        std::uint64_t const ticket = reader_.next_ticket();
-        reader_.pop();
-        window_.read(ticket);
-        if (!backend_->takes(c)) {
-          failures_.record({rank_, c.pe, c.op, ticket, c.bytes, "no backend takes it"});
-          window_.complete(ticket);
-        } else if (backend_->issue(c, ticket)) {
-          window_.complete(ticket);
-        }
-      }
-      backend_->poll(complete);
-      if (window_.low_water() != published) {
-        published = window_.low_water();
-        reader_.publish_completed(published);
-      }
-      // Passes that move nothing give the CPU away now and then: these machines have fewer cores
-      // than the two ranks have spinning threads (ProxyQueue's proxy thread owns a core instead).
-      idle = read == 0 && window_.low_water() == before ? idle + 1 : 0;
-      if (idle % 16 == 15) std::this_thread::yield();
-    }
-  }
-
   int rank_, size_;
   struct free_heap {
     void operator()(std::byte* p) const { std::free(p); }
@@ -254,12 +227,9 @@ class rank_env {
   gpucomm::engine::memory_agent* agent_ = nullptr;
   std::unique_ptr<gpucomm::engine::net_engine> engine_;
   gpucomm::detail::proxy_failures failures_;
-  std::unique_ptr<gpucomm::detail::engine_backend> backend_;
   host_ring ring_;
-  gpucomm::proxy_queue::ring_reader reader_;
-  gpucomm::proxy_queue::completion_window window_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  gpucomm::detail::proxy_ring proxy_ring_;  // holds the backend
+  std::unique_ptr<gpucomm::detail::proxy_thread> thread_;
 };
 
 /// The byte `i` of a test pattern named by `seed`: an independent reference (no engine, no memcpy).

@@ -1,7 +1,9 @@
 #pragma once
-// ProxyQueue, host half: per local PE a command ring and a copy-engine backend, and the proxy
-// thread(s) that serve them, started when the world first hands out a comm<ProxyQueue> and
-// stopped, after draining, when the world goes. The device side is proxy_queue/device.cuh.
+// ProxyQueue, host half: per local PE a command ring and its backends (detail/backend.hpp: the
+// copy engines, and where some peer is not reached through the mapped heap a network backend, the
+// NIC or a network engine, proxy_options::network), and the proxy thread(s) that serve them,
+// started when the world first hands out a comm<ProxyQueue> and stopped, after draining, when the
+// world goes. The device side is proxy_queue/device.cuh.
 //
 // Memory per local PE: the ring's slots and its reader counters in pinned host memory mapped into
 // the GPU (cudaHostAlloc, mapped and portable); its producer words in the PE's GPU memory.
@@ -34,6 +36,7 @@
 #include "settings.hpp"
 #include "../nic/endpoints.hpp"
 #include "../nic/select.hpp"
+#include "detail/backend.hpp"
 #include "detail/failures.hpp"
 #include "detail/nic_backend.hpp"
 #include "detail/proxy_thread.hpp"
@@ -57,7 +60,10 @@ class proxy_queue_host {
     if (backends != proxy_backends::nic) w.require_hardware_queues("world::comm<ProxyQueue>");
     paths_ = choose_paths(w, backends);
     for (int pe : w.local_pes()) locals_.push_back(make_local(pe));
-    if (!paths_.empty()) set_up_nic(options, first);
+    if (!paths_.empty()) {
+      for (auto& l : locals_) make_device_tables(*l);
+      set_up_nic(options, first);
+    }
     try {
       if (threads == proxy_threads::per_pe) {
         for (std::size_t i = 0; i < locals_.size(); ++i) {
@@ -101,7 +107,7 @@ class proxy_queue_host {
   }
 
   /// Whether PE `from`'s commands reach PE `to` (world::reaches): the copy engines carry them where
-  /// `from` maps `to`'s heap, and the NIC backend, set up whenever some pair needs it, the others.
+  /// `from` maps `to`'s heap, and the network backend, set up whenever some pair needs it, the others.
   bool reaches(int from, int to) const { return !paths_.empty() || world_->can_load_store(from, to); }
 
   proxy_queue_state device_state_for(int pe) const {
@@ -187,9 +193,9 @@ class proxy_queue_host {
     std::unique_ptr<proxy_queue::command[], host_free<proxy_queue::command>> slots;
     std::unique_ptr<proxy_queue::ring_counters, host_free<proxy_queue::ring_counters>> counters;
     std::unique_ptr<proxy_queue::producer_words, device_free<proxy_queue::producer_words>> producers;
-    std::unique_ptr<std::uint8_t[], device_free<std::uint8_t>> paths;      // [peer], with a NIC backend
-    std::unique_ptr<std::uint64_t[], device_free<std::uint64_t>> results;  // [slots + 1], with a NIC backend
-    std::unique_ptr<std::uint32_t[], device_free<std::uint32_t>> claims;   // [slots], with a NIC backend
+    std::unique_ptr<std::uint8_t[], device_free<std::uint8_t>> paths;      // [peer], with a network backend
+    std::unique_ptr<std::uint64_t[], device_free<std::uint64_t>> results;  // [slots + 1], with a network backend
+    std::unique_ptr<std::uint32_t[], device_free<std::uint32_t>> claims;   // [slots], with a network backend
     std::unique_ptr<verbs_gpu::host::memory_region> results_mr;            // after `results`: goes first
     std::vector<std::unique_ptr<verbs_gpu::host::host_qp>> qps;            // [peer], with a NIC backend
     proxy_ring ring;
@@ -226,16 +232,17 @@ class proxy_queue_host {
     l->ring.reader = proxy_queue::ring_reader(ring);
     l->ring.failures = &failures_;
     l->ring.issue_delay = issue_delay_;
-    l->ring.engine = std::make_unique<copy_engine_backend>(
+    // The copy engines last: a network backend, set up later, is offered each command first.
+    l->ring.backends.push_back(make_proxy_backend<copy_engine_backend>(
         copy_engine_backend::placement{pe, device, world_->npes(), world_->heap_layout().base,
                                        world_->heap_layout().stride, stream_per_peer()},
-        failures_);
+        failures_));
     return l;
   }
 
-  /// proxy_path bits, [from * npes + to]; empty when no PE reaches another through the NIC. A
-  /// PE's memory whose data some PE reaches through the NIC takes every signal and atomic through
-  /// the NIC too: one atomicity domain per word, whoever updates it.
+  /// proxy_path bits, [from * npes + to]; empty when no PE reaches another through the network. A
+  /// PE's memory whose data some PE reaches through the network takes every signal and atomic
+  /// through the network backend too: one atomicity domain per word, whoever updates it.
   static std::vector<std::uint8_t> choose_paths(world const& w, proxy_backends backends) {
     auto const npes = static_cast<std::size_t>(w.npes());
     std::vector<std::uint8_t> paths(npes * npes, 0);
@@ -258,9 +265,24 @@ class proxy_queue_host {
     return paths;
   }
 
+  /// A PE's device tables for a network backend: its paths to every peer, and the result slots
+  /// (as many as the ring has commands: more waiting callers wait for one; and one more word for
+  /// the old values nobody reads) with their claims.
+  void make_device_tables(local& l) {
+    auto const npes = static_cast<std::size_t>(world_->npes());
+    std::size_t const depth = std::size_t{1} << log_depth_;
+    current_device_guard const keep;
+    GPUCOMM_CUDA_CHECK(cudaSetDevice(l.ring.device), l.pe);
+    std::vector<std::uint8_t> const mine(paths_.begin() + static_cast<std::ptrdiff_t>(l.pe * npes),
+                                         paths_.begin() + static_cast<std::ptrdiff_t>((l.pe + 1) * npes));
+    l.paths = device_copy(mine, l.pe, l.ring.device);
+    l.results = device_copy(std::vector<std::uint64_t>(depth + 1, 0), l.pe, l.ring.device);
+    l.claims = device_copy(std::vector<std::uint32_t>(depth, 0), l.pe, l.ring.device);
+  }
+
   /// The NIC backend of every local PE: its NIC opened (nic_endpoints: the firmware model, or rdma-core's
   /// ordinary verbs on hardware), the heap's blocks and the result slots registered, a host-posted
-  /// QP to every PE, connected across the world; the device tables of paths and results.
+  /// QP to every PE, connected across the world. The only place the NIC backend is made.
   void set_up_nic(proxy_options const& options, int first) {
     world& w = *world_;
     nic_endpoints_config config;
@@ -282,13 +304,6 @@ class proxy_queue_host {
         at_pe = e.pe;
         local& l = local_of(e.pe);
         GPUCOMM_CUDA_CHECK(cudaSetDevice(l.ring.device), l.pe);
-        std::vector<std::uint8_t> const mine(paths_.begin() + static_cast<std::ptrdiff_t>(l.pe * npes),
-                                             paths_.begin() + static_cast<std::ptrdiff_t>((l.pe + 1) * npes));
-        l.paths = device_copy(mine, l.pe, l.ring.device);
-        // Result slots: as many as the ring has commands (more waiting callers wait for one), and
-        // one more word for the old values nobody reads.
-        l.results = device_copy(std::vector<std::uint64_t>(depth + 1, 0), l.pe, l.ring.device);
-        l.claims = device_copy(std::vector<std::uint32_t>(depth, 0), l.pe, l.ring.device);
         l.results_mr = std::make_unique<verbs_gpu::host::memory_region>(
             *e.nic, l.results.get(), (depth + 1) * sizeof(std::uint64_t), true, verbs_gpu::host::access::local_write);
         for (std::size_t peer = 0; peer < npes; ++peer)
@@ -320,7 +335,8 @@ class proxy_queue_host {
       if (config.choice == nic_choice::hardware) at.flush_gpu_writes = gpu_write_flush(l.pe, l.ring.device);
       std::vector<verbs_gpu::send_queue> queues;
       for (auto const& q : l.qps) queues.push_back(q->send_queue());
-      l.ring.nic = std::make_unique<nic_backend>(queues, std::move(at), failures_);
+      l.ring.backends.insert(l.ring.backends.begin(),
+                             make_proxy_backend<nic_backend>(queues, std::move(at), failures_));
     }
     endpoints_->start();  // every process's NIC serves before any kernel posts
   }
@@ -409,7 +425,7 @@ class proxy_queue_host {
   std::chrono::microseconds issue_delay_{0};
   std::uint32_t store_path_bytes_ = 0;
   mutable proxy_failures failures_;
-  std::vector<std::uint8_t> paths_;           // [from * npes + to]: proxy_path bits; empty: no NIC
+  std::vector<std::uint8_t> paths_;           // [from * npes + to]: proxy_path bits; empty: no network
   std::unique_ptr<nic_endpoints> endpoints_;  // the NIC backends' NICs (before locals_: outlives their QPs, MRs)
   std::vector<std::unique_ptr<local>> locals_;
   std::vector<std::unique_ptr<proxy_thread>> threads_;  // after locals_: stopped before the rings go

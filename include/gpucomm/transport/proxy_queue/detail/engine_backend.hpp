@@ -2,9 +2,10 @@
 // ProxyQueue's engine backend: carries one local PE's commands to its peers through a network
 // engine (transport/engine/net_engine.hpp; UCX through gpucomm::ucx), for PEs on other hosts.
 // Host only; run by the PE's proxy thread, which alone calls issue() and poll() (and through them
-// the engine's progress()). Same members as nic_backend: takes, issue, busy, poll. Unlike the NIC
-// backend's, its poll() must run on every pass of the thread, busy() or not: the engine serves its
-// peers' requests, and over TCP receives their puts, only inside it.
+// the engine's progress()). Driven as a proxy_backend (backend.hpp): takes, issue, busy, poll.
+// Unlike the NIC backend's, its poll() must run on every pass of the thread, busy() or not
+// (polls_every_pass): the engine serves its peers' requests, and over TCP receives their puts,
+// only inside it.
 //
 //   put         the engine's put of `bytes` from `src` to the peer's copy of `dst`;
 //   get         the engine's get from the peer's copy of `src` into `dst`;
@@ -55,6 +56,9 @@ class engine_backend {
     std::uint32_t result_slots = 0;
     std::vector<std::uint8_t> peers;  ///< [pe]: nonzero when this backend carries data to it; empty: all
   };
+
+  /// The proxy thread polls this backend on every pass (backend.hpp).
+  static constexpr bool polls_every_pass = true;
 
   /// Carries commands through `engine`, connected and with every PE's heap imported; `local`
   /// writes fetched values into this PE's result slots. Both outlive the backend.

@@ -1,14 +1,15 @@
 #pragma once
 // ProxyQueue's proxy thread: busy-polls one or more command rings (one per local PE), hands each
-// command to its PE's backend (the NIC backend's if it takes it, else the copy engine's), and
-// publishes completions. Host only.
+// command to the first of its PE's backends that takes it (backend.hpp: a network backend, the NIC
+// or an engine, before the copy engines), and publishes completions. Host only.
 //
 // One pass over a ring:
 //   1. read up to `batch` published commands in ticket order: copy each out of its slot, free the
-//      slot (reader steps 1-3 of command_ring.cuh), and issue it to the backend;
-//   2. one completion marker per stream that received work (the backend's mark());
-//   3. collect finished tickets (the backend's poll()) into the completion window, and publish its
-//      low-water mark as the ring's `completed` (reader step 4) when it moved.
+//      slot (reader steps 1-3 of command_ring.cuh), and issue it to its backend;
+//   2. after a batch, every backend's mark() (the copy engines' completion markers);
+//   3. collect finished tickets (poll(): of every backend that is busy, and of those that must be
+//      polled on every pass) into the completion window, and publish its low-water mark as the
+//      ring's `completed` (reader step 4) when it moved.
 // A thread with nothing to do on any ring spins, yielding the CPU now and then: the latency of the
 // next command is what it is there for.
 
@@ -28,8 +29,8 @@
 #include "../../../error.hpp"
 #include "../command_ring.cuh"
 #include "../completion_window.hpp"
-#include "copy_engine.hpp"
-#include "nic_backend.hpp"
+#include "backend.hpp"
+#include "failures.hpp"
 
 namespace gpucomm::detail {
 
@@ -39,8 +40,9 @@ struct proxy_ring {
   int device = 0;
   proxy_queue::ring_reader reader;
   proxy_queue::completion_window window;
-  std::unique_ptr<copy_engine_backend> engine;
-  std::unique_ptr<nic_backend> nic;          // when some peer's commands go through the NIC
+  /// In the order they are offered commands: a network backend (when some peer's commands go
+  /// through the NIC or an engine), then the copy engines.
+  std::vector<std::unique_ptr<proxy_backend>> backends;
   proxy_failures* failures = nullptr;        // where the thread reports what the backend cannot
   std::chrono::microseconds issue_delay{0};  // proxy_options::issue_delay_us: a wait before each command
   std::uint64_t published = 0;               // the `completed` last published
@@ -105,16 +107,16 @@ class proxy_thread {
       r.window.read(ticket);
       if (read == 0) cudaSetDevice(r.device);
       if (r.issue_delay.count() != 0) wait_for(r.issue_delay);
-      bool const done = r.nic && r.nic->takes(c) ? r.nic->issue(c, ticket) : r.engine->issue(c, ticket);
-      if (done) r.window.complete(ticket);
+      if (issue(r, c, ticket)) r.window.complete(ticket);
     }
-    if (read != 0) r.engine->mark();
-    bool const in_flight = r.engine->busy() || (r.nic && r.nic->busy());
-    if (in_flight) {
-      auto const complete = [&](std::uint64_t t) { r.window.complete(t); };
-      r.engine->poll(complete);
-      if (r.nic) r.nic->poll(complete);
-    } else if (r.window.in_flight() != 0) {
+    bool in_flight = false;
+    for (auto& b : r.backends) {
+      if (read != 0) b->mark();
+      bool const busy = b->busy();
+      in_flight |= busy;
+      if (busy || b->polls_always()) b->poll(r.window);
+    }
+    if (!in_flight && r.window.in_flight() != 0) {
       // Read, not complete, and nothing in flight that will complete them: a bookkeeping fault.
       // Reported and completed, so that no GPU waits on them forever.
       auto const lost = r.window.unfinished();
@@ -128,6 +130,15 @@ class proxy_thread {
       r.reader.publish_completed(r.published);
     }
     return read != 0 || in_flight;
+  }
+
+  /// Hands c to the first backend that takes it; true when it is complete already. A command no
+  /// backend takes is recorded and completed.
+  static bool issue(proxy_ring& r, proxy_queue::command const& c, std::uint64_t ticket) {
+    for (auto& b : r.backends)
+      if (b->takes(c)) return b->issue(c, ticket);
+    r.failures->record({r.pe, c.pe, c.op, ticket, c.bytes, "internal: no backend of this PE carries this command"});
+    return true;
   }
 
   /// Busy-waits for `d` (a sleep would oversleep short delays by tens of microseconds).
