@@ -29,6 +29,14 @@ inline net_engine_factory& linked_net_engine() noexcept {
   return factory;
 }
 
+/// Whether the linked engine can register GPU memory for RMA (gpucomm::ucx's registration unit
+/// sets it; null: no engine, or one that cannot).
+using net_engine_gpu_probe = bool (*)() noexcept;
+inline net_engine_gpu_probe& linked_net_engine_gpu_probe() noexcept {
+  static net_engine_gpu_probe probe = nullptr;
+  return probe;
+}
+
 /// The linked engine's factory; a gpucomm::error naming the CMake target to link when there is
 /// none. `who` is the caller for the message, `pe` its PE (or -1).
 inline net_engine_factory require_net_engine(std::string const& who, int pe) {
