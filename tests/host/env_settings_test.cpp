@@ -29,6 +29,8 @@ using gpucomm::test::error_of;
 
 using namespace gpucomm::detail;
 using gpucomm::proxy_backends;
+using gpucomm::proxy_engine_data;
+using gpucomm::proxy_network;
 using gpucomm::proxy_threads;
 
 TEST_CASE("IBGDAPost's QPs per peer: option, then GPUCOMM_QPS_PER_PEER (1 to 64), then 2", "[env]") {
@@ -154,4 +156,44 @@ TEST_CASE("ProxyQueue's modes: GPUCOMM_PROXY_BACKENDS, _THREADS, _STREAMS take t
     CHECK_THAT(error_of([] { proxy_stream_per_peer_forced(2); }),
                Catch::Contains(std::string("GPUCOMM_PROXY_STREAMS=") + bad + " is not one of per_pe or per_peer"));
   }
+}
+
+TEST_CASE("ProxyQueue's network backend: GPUCOMM_PROXY_NETWORK and GPUCOMM_PROXY_ENGINE_DATA", "[env]") {
+  {
+    scoped_env const n("GPUCOMM_PROXY_NETWORK", nullptr), d("GPUCOMM_PROXY_ENGINE_DATA", nullptr);
+    CHECK(proxy_network_from(proxy_network::automatic, 0) == proxy_network::nic);
+    CHECK(proxy_network_from(proxy_network::engine, 0) == proxy_network::engine);
+    // automatic: registered GPU memory where the engine can register it, the agents where not
+    CHECK(proxy_engine_data_from(proxy_engine_data::automatic, true, 0) == proxy_engine_data::registered);
+    CHECK(proxy_engine_data_from(proxy_engine_data::automatic, false, 0) == proxy_engine_data::agents);
+    CHECK(proxy_engine_data_from(proxy_engine_data::agents, true, 0) == proxy_engine_data::agents);
+    CHECK_THAT(error_of([] { proxy_engine_data_from(proxy_engine_data::registered, false, 3); }),
+               Catch::Contains("ProxyQueue on PE 3") && Catch::Contains("cannot register GPU memory (engine_refused)"));
+  }
+  {
+    scoped_env const n("GPUCOMM_PROXY_NETWORK", "engine"), d("GPUCOMM_PROXY_ENGINE_DATA", "agents");
+    CHECK(proxy_network_from(proxy_network::automatic, 0) == proxy_network::engine);
+    CHECK(proxy_network_from(proxy_network::nic, 0) == proxy_network::nic);  // the option wins
+    CHECK(proxy_engine_data_from(proxy_engine_data::automatic, true, 0) == proxy_engine_data::agents);
+  }
+  {
+    scoped_env const d("GPUCOMM_PROXY_ENGINE_DATA", "registered");
+    CHECK(proxy_engine_data_from(proxy_engine_data::automatic, true, 0) == proxy_engine_data::registered);
+    CHECK_THAT(error_of([] { proxy_engine_data_from(proxy_engine_data::automatic, false, 0); }),
+               Catch::Contains("engine_refused"));
+  }
+  for (char const* bad : {"", "ucx", "Engine", "bounce"}) {
+    INFO('"' << bad << '"');
+    scoped_env const n("GPUCOMM_PROXY_NETWORK", bad), d("GPUCOMM_PROXY_ENGINE_DATA", bad);
+    CHECK_THAT(error_of([] { proxy_network_from(proxy_network::automatic, 1); }),
+               Catch::Contains(std::string("GPUCOMM_PROXY_NETWORK=") + bad + " is not one of nic or engine"));
+    CHECK_THAT(
+        error_of([] { proxy_engine_data_from(proxy_engine_data::automatic, false, 1); }),
+        Catch::Contains(std::string("GPUCOMM_PROXY_ENGINE_DATA=") + bad + " is not one of registered or agents"));
+  }
+  for (long ms : {0L, -5L, 600'001L}) {
+    CHECK_THAT(error_of([ms] { proxy_engine_timeout_from(std::chrono::milliseconds(ms), "op_timeout", 0); }),
+               Catch::Contains("proxy_engine_options::op_timeout is " + std::to_string(ms) + " ms"));
+  }
+  CHECK(proxy_engine_timeout_from(std::chrono::milliseconds(1), "op_timeout", 0).count() == 1);
 }

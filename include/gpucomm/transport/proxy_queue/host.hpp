@@ -37,6 +37,7 @@
 #include "../nic/endpoints.hpp"
 #include "../nic/select.hpp"
 #include "detail/backend.hpp"
+#include "detail/engine_setup.hpp"
 #include "detail/failures.hpp"
 #include "detail/nic_backend.hpp"
 #include "detail/proxy_thread.hpp"
@@ -53,6 +54,7 @@ class proxy_queue_host {
     int const cpu = proxy_cpu_from(options.cpu, first);
     proxy_threads const threads = proxy_threads_from(options.threads, first);
     proxy_backends const backends = proxy_backends_from(options.backends, first);
+    proxy_network const network = proxy_network_from(options.network, first);
     issue_delay_ = std::chrono::microseconds(options.issue_delay_us);
     store_path_bytes_ = proxy_store_path_bytes_from(options.store_path_bytes, first);
     // The copy engines serve the peers the heap maps: a copy queued behind a kernel that waits for
@@ -62,7 +64,11 @@ class proxy_queue_host {
     for (int pe : w.local_pes()) locals_.push_back(make_local(pe));
     if (!paths_.empty()) {
       for (auto& l : locals_) make_device_tables(*l);
-      set_up_nic(options, first);
+      if (network == proxy_network::engine) {
+        set_up_engines(options);
+      } else {
+        set_up_nic(options, first);
+      }
     }
     try {
       if (threads == proxy_threads::per_pe) {
@@ -280,6 +286,35 @@ class proxy_queue_host {
     l.claims = device_copy(std::vector<std::uint32_t>(depth, 0), l.pe, l.ring.device);
   }
 
+  /// The engine backend of every local PE (detail/engine_setup.hpp): an engine per PE, connected
+  /// and given every PE's heap slot through the world's bootstrap.
+  void set_up_engines(proxy_options const& options) {
+    world& w = *world_;
+    current_device_guard const keep;  // each PE's memory agent is made on its GPU
+    auto const npes = static_cast<std::size_t>(w.npes());
+    engine_world at;
+    at.npes = w.npes();
+    at.slot_bytes = w.heap_layout().stride;
+    at.processes = w.bootstrap().size();
+    at.allgather = [&w](void const* send, void* recv, std::size_t bytes) {
+      w.bootstrap().allgather(send, recv, bytes);
+    };
+    for (auto& l : locals_) {
+      engine_world::local_pe p;
+      p.pe = l->pe;
+      p.device = l->ring.device;
+      p.slot = reinterpret_cast<std::uint64_t>(w.heap_layout().base) +
+               static_cast<std::uint64_t>(l->pe) * w.heap_layout().stride;
+      p.results = l->results.get();
+      p.result_slots = static_cast<std::uint32_t>(std::size_t{1} << log_depth_);
+      p.paths.assign(paths_.begin() + static_cast<std::ptrdiff_t>(l->pe * npes),
+                     paths_.begin() + static_cast<std::ptrdiff_t>((l->pe + 1) * npes));
+      at.locals.push_back(std::move(p));
+    }
+    engines_ = std::make_unique<proxy_engines>(at, options.engine, failures_);
+    for (auto& l : locals_) l->ring.backends.insert(l->ring.backends.begin(), engines_->backend_for(l->pe));
+  }
+
   /// The NIC backend of every local PE: its NIC opened (nic_endpoints: the firmware model, or rdma-core's
   /// ordinary verbs on hardware), the heap's blocks and the result slots registered, a host-posted
   /// QP to every PE, connected across the world. The only place the NIC backend is made.
@@ -427,6 +462,7 @@ class proxy_queue_host {
   mutable proxy_failures failures_;
   std::vector<std::uint8_t> paths_;           // [from * npes + to]: proxy_path bits; empty: no network
   std::unique_ptr<nic_endpoints> endpoints_;  // the NIC backends' NICs (before locals_: outlives their QPs, MRs)
+  std::unique_ptr<proxy_engines> engines_;    // the engine backends' engines (before locals_: outlive the backends)
   std::vector<std::unique_ptr<local>> locals_;
   std::vector<std::unique_ptr<proxy_thread>> threads_;  // after locals_: stopped before the rings go
 };

@@ -1,6 +1,8 @@
 #pragma once
 // ProxyQueue's settings: world::configure<ProxyQueue>(options) before its first use.
 
+#include <chrono>
+
 #include "../nic/choice.hpp"
 #include "../nic/model_faults.hpp"
 
@@ -16,8 +18,33 @@ enum class proxy_threads {
 /// Which backend carries a PE's commands to each peer.
 enum class proxy_backends {
   automatic,  ///< GPUCOMM_PROXY_BACKENDS (by_reach or nic) if set, else by_reach
-  by_reach,   ///< the copy engines for peers reached through the mapped heap, the NIC for the others
-  nic,        ///< the NIC for every peer, this PE included (tests the NIC path on one host)
+  by_reach,   ///< the copy engines for peers reached through the mapped heap, the network for the others
+  nic,        ///< the network backend for every peer, this PE included (tests that path on one host)
+};
+
+/// What carries commands to the peers the copy engines do not serve (the network backend).
+enum class proxy_network {
+  automatic,  ///< GPUCOMM_PROXY_NETWORK (nic or engine) if set, else nic
+  nic,        ///< an RDMA NIC through rdma-core's ordinary verbs, or the NIC model (proxy_options::nic)
+  engine,     ///< a network engine (UCX: the program links gpucomm::ucx; docs/across_nodes.md)
+};
+
+/// How the engine backend moves the bytes of puts and gets (docs/across_nodes.md, "GPU memory").
+enum class proxy_engine_data {
+  automatic,   ///< GPUCOMM_PROXY_ENGINE_DATA (registered or agents) if set, else registered where
+               ///< the linked engine can register GPU memory, agents where it cannot
+  registered,  ///< RMA between GPU memory the engine registered (a UCX built with CUDA support)
+  agents,      ///< through host memory: the memory agents read and write GPU memory at both ends
+};
+
+/// The engine backend's settings (proxy_network::engine).
+struct proxy_engine_options {
+  proxy_engine_data data = proxy_engine_data::automatic;
+  /// Longest wait for every peer's answer while the engines connect.
+  std::chrono::milliseconds connect_timeout{10'000};
+  /// Longest a command may stay incomplete before it fails (engine_timed_out) and its peer is
+  /// taken as failed: the bound on how long a dead peer goes unreported. 1 ms to 10 minutes.
+  std::chrono::milliseconds op_timeout{20'000};
 };
 
 /// Faults the software NIC model injects (gpucomm::nic_model): a test and development tool. The same
@@ -42,8 +69,12 @@ struct proxy_options {
   /// environment variable GPUCOMM_PROXY_CPU if set, else no pinning. Each thread busy-polls: it
   /// takes a whole core while the world lives.
   int cpu = -1;
-  /// Which peers the NIC backend serves; the rest go to the copy engines.
+  /// Which peers the network backend serves; the rest go to the copy engines.
   proxy_backends backends = proxy_backends::automatic;
+  /// The network backend: the NIC (below) or a network engine (`engine`).
+  proxy_network network = proxy_network::automatic;
+  /// The engine backend's settings (network engine only).
+  proxy_engine_options engine{};
   /// The NIC of the NIC backend; automatic: GPUCOMM_NIC decides (unset: hardware). Hardware: the
   /// mlx5 NIC closest to each GPU through rdma-core's ordinary verbs (no DEVX; needs the program
   /// linked with gpucomm::verbs); model: the software NIC model, a test and development tool

@@ -3,6 +3,7 @@
 // (host/detail/env_count.hpp): an option that is set wins; a bad value of either throws a
 // gpucomm::error naming it. Host only, apart from the host half so that host tests reach them.
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -45,6 +46,45 @@ inline proxy_backends proxy_backends_from(proxy_backends option, int pe) {
   auto const i = env_word("GPUCOMM_PROXY_BACKENDS", {"by_reach", "nic"}, "ProxyQueue", pe,
                           "set it to by_reach or nic, or leave it unset");
   return !i || *i == 0 ? proxy_backends::by_reach : proxy_backends::nic;
+}
+
+/// ProxyQueue's network backend: the option unless automatic, else GPUCOMM_PROXY_NETWORK (nic or
+/// engine), else nic.
+inline proxy_network proxy_network_from(proxy_network option, int pe) {
+  if (option != proxy_network::automatic) return option;
+  auto const i = env_word("GPUCOMM_PROXY_NETWORK", {"nic", "engine"}, "ProxyQueue", pe,
+                          "set it to nic or engine, or leave it unset");
+  return i && *i == 1 ? proxy_network::engine : proxy_network::nic;
+}
+
+/// How the engine backend moves puts' and gets' bytes: the option unless automatic, else
+/// GPUCOMM_PROXY_ENGINE_DATA (registered or agents), else registered when the engine can register
+/// GPU memory (`engine_registers_gpu`), agents when it cannot.
+inline proxy_engine_data proxy_engine_data_from(proxy_engine_data option, bool engine_registers_gpu, int pe) {
+  if (option == proxy_engine_data::automatic) {
+    auto const i = env_word("GPUCOMM_PROXY_ENGINE_DATA", {"registered", "agents"}, "ProxyQueue", pe,
+                            "set it to registered or agents, or leave it unset");
+    if (i) option = *i == 0 ? proxy_engine_data::registered : proxy_engine_data::agents;
+  }
+  if (option == proxy_engine_data::automatic)
+    return engine_registers_gpu ? proxy_engine_data::registered : proxy_engine_data::agents;
+  if (option == proxy_engine_data::registered && !engine_registers_gpu) {
+    throw error("ProxyQueue", pe,
+                "registered GPU memory was asked for (proxy_engine_data::registered), but the linked network "
+                "engine cannot register GPU memory (engine_refused)",
+                "use a UCX built with CUDA support, or proxy_engine_data::agents (or automatic)");
+  }
+  return option;
+}
+
+/// The engine backend's operation timeout: 1 ms to 10 minutes.
+inline std::chrono::milliseconds proxy_engine_timeout_from(std::chrono::milliseconds option, char const* name, int pe) {
+  if (option.count() < 1 || option.count() > 600'000) {
+    throw error("ProxyQueue", pe,
+                std::string("proxy_engine_options::") + name + " is " + std::to_string(option.count()) + " ms",
+                "give 1 to 600000 ms");
+  }
+  return option;
 }
 
 /// ProxyQueue's threads: the option unless automatic, else GPUCOMM_PROXY_THREADS (per_process or

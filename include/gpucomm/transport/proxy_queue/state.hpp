@@ -11,8 +11,10 @@ namespace gpucomm::detail {
 
 /// How a PE reaches one peer, bits of proxy_queue_state::paths.
 enum proxy_path : std::uint8_t {
-  proxy_data_nic = 1,     ///< put, get, put_signal go to the NIC backend (else the copy engines)
-  proxy_atomics_nic = 2,  ///< signals and atomics on the peer's memory go through the NIC (else the GPU)
+  /// put, get, put_signal go to the network backend, the NIC or an engine (else the copy engines)
+  proxy_data_nic = 1,
+  /// signals and atomics on the peer's memory go through the network backend (else the GPU)
+  proxy_atomics_nic = 2,
 };
 
 /// What ProxyQueue's device code needs: this PE's command ring, how far apart the PEs' heap slots

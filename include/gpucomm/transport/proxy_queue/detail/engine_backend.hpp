@@ -5,7 +5,7 @@
 // the engine's progress()). Driven as a proxy_backend (backend.hpp): takes, issue, busy, poll.
 // Unlike the NIC backend's, its poll() must run on every pass of the thread, busy() or not
 // (polls_every_pass): the engine serves its peers' requests, and over TCP receives their puts,
-// only inside it.
+// only inside it. In a world it is set up by engine_setup.hpp.
 //
 //   put         the engine's put of `bytes` from `src` to the peer's copy of `dst`;
 //   get         the engine's get from the peer's copy of `src` into `dst`;
@@ -71,11 +71,13 @@ class engine_backend {
   engine_backend(engine_backend const&) = delete;
   engine_backend& operator=(engine_backend const&) = delete;
 
-  /// Whether command c is this backend's: anything to a peer it carries, fences and nops, and
+  /// Whether command c is this backend's: data to a peer it carries, every signal and atomic (the
+  /// GPU posts those only where the engine is the word's atomicity domain), fences and nops, and
   /// commands to no valid PE (refused here, with a reason).
   bool takes(proxy_queue::command const& c) const {
     using proxy_queue::command_op;
     if (c.op == command_op::nop || c.op == command_op::fence) return true;
+    if (c.op == command_op::signal || c.op == command_op::atomic) return true;
     if (c.pe < 0 || c.pe >= at_.npes || at_.peers.empty()) return true;
     return at_.peers[static_cast<std::size_t>(c.pe)] != 0;
   }
