@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Carries UCX to a machine without a package registry (the GPU machine): downloads Debian's UCX
+# runtime and headers (libucx0, libucx-dev), libnuma1, which UCX's libraries need, and ucx_info and
+# ucx_perftest (ucx-utils: `ucx_info -d` lists the transports, benchmarks/engine/smoke.py measures
+# against ucx_perftest) with apt-get on a Debian machine, and unpacks them into .deps/ucx
+# (git-ignored; static libraries, manual pages, documentation and the other tools left out). Copy .deps/ucx along with the tree; then
+#   cmake -S . -B build -DGPUCOMM_UCX_ROOT=$PWD/.deps/ucx/usr     (scripts/gpu-round.sh does this)
+# finds it, and programs built against it run with
+#   LD_LIBRARY_PATH=$PWD/.deps/ucx/usr/lib/x86_64-linux-gnu UCX_MODULE_DIR=$PWD/.deps/ucx/usr/lib/x86_64-linux-gnu/ucx
+# which the GPU tests' launcher (scripts/lib/gpu-test.sh) sets itself. Debian 12's UCX (1.13) has no
+# CUDA support: ProxyQueue's engine backend then moves puts' and gets' bytes through its memory
+# agents (docs/across_nodes.md, "GPU memory").
+#
+#   scripts/fetch-ucx.sh [DEST]     (default .deps/ucx; prints what it carries and its size)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest=${1:-.deps/ucx}
+packages=(libucx0 libucx-dev libnuma1 ucx-utils)
+command -v apt-get > /dev/null && command -v dpkg-deb > /dev/null ||
+  { echo "fetch-ucx.sh needs apt-get and dpkg-deb (a Debian or Ubuntu machine)" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# apt-get download writes as the _apt user where it can: a folder it may write to.
+chmod 777 "$work"
+(cd "$work" && apt-get download "${packages[@]}")
+rm -rf "$dest"
+mkdir -p "$dest"
+for deb in "$work"/*.deb; do
+  dpkg-deb -x "$deb" "$dest"
+  dpkg-deb -W --showformat='${Package} ${Version}\n' "$deb" >> "$dest/PACKAGES"
+done
+# What no program of gpucomm's loads: static libraries, libtool files, documentation.
+find "$dest" \( -name '*.a' -o -name '*.la' \) -delete
+rm -rf "$dest/usr/share" "$dest/usr/bin/io_demo" "$dest/usr/bin/ucx_read_profile"
+libdir=$(dirname "$(find "$dest/usr/lib" -name 'libucp.so.0' | head -n 1)")
+[ -f "$libdir/libucp.so" ] || { echo "fetch-ucx.sh: no libucp.so under $dest" >&2; exit 1; }
+echo "UCX carried in $dest ($(du -sh "$dest" | cut -f1)):"
+sed 's/^/  /' "$dest/PACKAGES"
+echo "libraries: $libdir; tools: $dest/usr/bin"
