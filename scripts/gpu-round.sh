@@ -11,7 +11,7 @@
 #
 #   scripts/gpu-round.sh [--steps build,demo,tests,sanitize,bench] [--counts "1 2 4"] [--gpus 0,1]
 #                        [--pes-per-gpu "1 2 4"] [--mpi-pes-per-gpu "1 2"] [--quick-bench]
-#                        [--suites "tests ibgda route minimal p2p proxy proxy_nic coll coll_ibgda ..."]
+#                        [--suites "tests ibgda route minimal p2p proxy proxy_nic route_engine coll coll_ibgda ..."]
 #                        [--test-spec "[soak]"] [--json PATH] [--record KIND]
 #
 # Steps not named are skipped; a later call can run further steps on the same build (build-gpu/).
@@ -22,8 +22,11 @@
 # and the sanitize step ctest -L '^sanitize$' on the sanitizers' layout.
 # --suites: the suites the build, tests and sanitize steps take (default all; "tests" is
 # gpucomm_gpu_tests, the others gpucomm_gpu_tests_<name>; coll is the collectives suite on
-# NVLinkStore, coll_<transport> on the others), to split a round over two calls. Not in the
-# default: soak and soak_<transport>, the differential soak alone (gpucomm_gpu_soak[_<transport>]),
+# NVLinkStore, coll_<transport> on the others), to split a round over two calls. Not in the default:
+# route_engine and coll_route_engine (route<NVLinkStore, ProxyQueue> over the network engine), which
+# exist only where CMake finds UCX (the system's, or one carried in .deps/ucx by
+# scripts/fetch-ucx.sh, which the configure step passes on as GPUCOMM_UCX_ROOT); and soak and
+# soak_<transport>, the differential soak alone (gpucomm_gpu_soak[_<transport>]),
 # which builds fast; with GPUCOMM_SOAK_OPS set it runs long (docs/reliability.md). In ctest's
 # names and labels: ops, coll, soak and the transport (nvlink for NVLinkStore).
 # --test-spec: a Catch2 test spec the tests step passes to every suite (default: every test), to
@@ -118,12 +121,12 @@ selected=()
 for name in $only_suites; do
   case $name in
     tests) targets+=(gpucomm_gpu_tests); selected+=(ops.nvlink) ;;
-    ibgda|route|minimal|p2p|proxy|proxy_nic) targets+=("gpucomm_gpu_tests_$name"); selected+=("ops.$name") ;;
+    ibgda|route|minimal|p2p|proxy|proxy_nic|route_engine) targets+=("gpucomm_gpu_tests_$name"); selected+=("ops.$name") ;;
     coll) targets+=(gpucomm_gpu_tests_coll); selected+=(coll.nvlink) ;;
-    coll_ibgda|coll_route|coll_minimal|coll_p2p|coll_proxy|coll_proxy_nic)
+    coll_ibgda|coll_route|coll_minimal|coll_p2p|coll_proxy|coll_proxy_nic|coll_route_engine)
       targets+=("gpucomm_gpu_tests_$name"); selected+=("coll.${name#coll_}") ;;
     soak) targets+=(gpucomm_gpu_soak); selected+=(soak.nvlink) ;;
-    soak_ibgda|soak_route|soak_minimal|soak_p2p|soak_proxy|soak_proxy_nic)
+    soak_ibgda|soak_route|soak_minimal|soak_p2p|soak_proxy|soak_proxy_nic|soak_route_engine)
       targets+=("gpucomm_gpu_$name"); selected+=("soak.${name#soak_}") ;;
     *) echo "--suites: unknown suite '$name' ($all_suites)" >&2; exit 2 ;;
   esac
@@ -321,6 +324,7 @@ configured() {
 if has_step build || { { has_step tests || has_step sanitize; } && ! configured; }; then
   prefix=()
   [ -d .deps/catch2/usr ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr")
+  [ -d .deps/ucx/usr ] && prefix+=(-DGPUCOMM_UCX_ROOT="$PWD/.deps/ucx/usr")
   gen=()
   [ -f "$build/CMakeCache.txt" ] || { command -v ninja >/dev/null 2>&1 && gen=(-G Ninja); }
   run configure cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" \

@@ -101,6 +101,12 @@ export CUDA_VISIBLE_DEVICES
 CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${pool[*]:0:$gpus}")
 export GPUCOMM_TEST_PES_PER_GPU=$pes
 for e in "${extra_env[@]}"; do export "${e?}"; done
+# GPUCOMM_TEST_LIB_PATH (an --env of the suites that use libraries carried beside the tree, such as
+# UCX unpacked by scripts/fetch-ucx.sh): searched before the loader's path, by the test and by
+# mpirun's processes.
+if [ -n "${GPUCOMM_TEST_LIB_PATH:-}" ]; then
+  export LD_LIBRARY_PATH="$GPUCOMM_TEST_LIB_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 [ -x "$binary" ] || { record failed 1 "(not built: $binary; cmake --build <build> --target $(basename "$binary"))"; exit 1; }
 
 # The Catch2 spec of a narrowed run.
@@ -131,6 +137,7 @@ if [ $mpi -eq 1 ]; then
     if [ -n "${!v+set}" ]; then cmd+=(-x "$v"); fi
   done
   for e in "${extra_env[@]}"; do cmd+=(-x "${e%%=*}"); done
+  if [ -n "${GPUCOMM_TEST_LIB_PATH:-}" ]; then cmd+=(-x LD_LIBRARY_PATH); fi
   cmd+=(-np $((gpus * pes)))
 fi
 if [ $failures -eq 1 ]; then

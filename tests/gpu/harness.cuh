@@ -65,7 +65,10 @@ inline std::vector<int> single_process_devices() {
 // for space, 7 ProxyQueue with its NIC backend through the NIC model (gpucomm_gpu_tests_proxy_nic),
 // the same rings: every peer through the NIC, or, with GPUCOMM_TEST_PROXY_SPLIT=1, the route tests'
 // forced split (peers in the other half of the world through the NIC, the others by the copy
-// engines; every signal and atomic through the NIC).
+// engines; every signal and atomic through the NIC), 8 route<NVLinkStore, ProxyQueue> with
+// ProxyQueue's engine backend (gpucomm_gpu_tests_route_engine; built only with gpucomm::ucx) and
+// the route tests' forced split: load/store within each half, the network engine (UCX) between
+// the halves.
 #ifndef GPUCOMM_TEST_TRANSPORT
 #define GPUCOMM_TEST_TRANSPORT 1
 #endif
@@ -81,12 +84,19 @@ using transport_under_test = gpucomm::test::MinimalStore;
 using transport_under_test = gpucomm::BasicP2PCopy<256, 3>;
 #elif GPUCOMM_TEST_TRANSPORT == 6 || GPUCOMM_TEST_TRANSPORT == 7
 using transport_under_test = gpucomm::ProxyQueue;
+#elif GPUCOMM_TEST_TRANSPORT == 8
+using transport_under_test = gpucomm::route<gpucomm::NVLinkStore, gpucomm::ProxyQueue>;
 #else
-#error "GPUCOMM_TEST_TRANSPORT must be 1 to 7"
+#error "GPUCOMM_TEST_TRANSPORT must be 1 to 8"
 #endif
 /// ProxyQueue's backend in this build: the NIC through the NIC model (7), or the copy engines (6).
 /// One type, two builds: the rest of the suites' choices follow from the type and this.
 inline constexpr bool proxy_nic_backend = GPUCOMM_TEST_TRANSPORT == 7;
+/// Whether ProxyQueue's network backend is the network engine (8: proxy_network::engine).
+inline constexpr bool proxy_engine_backend = GPUCOMM_TEST_TRANSPORT == 8;
+/// Whether some peer's data goes through ProxyQueue's network backend (the NIC or the engine),
+/// which takes local buffers in global memory only (shared or local memory traps).
+inline constexpr bool proxy_network_backend = proxy_nic_backend || proxy_engine_backend;
 
 // ---- what the cases ask of the transport under test -----------------------------------------------
 // Capabilities come from contract.cuh (can_get<transport_under_test>, can_float_add<...>); the
@@ -120,9 +130,10 @@ inline constexpr bool has_nic_model = !std::is_void_v<nic_model_transport>;
 /// because a kernel's lazy first load waits for the kernels running, and they may wait for that
 /// thread, whose CUDA calls wait for the load (docs/collectives.md, host launchers).
 inline constexpr bool host_agent = has_leg<transport_under_test, gpucomm::ProxyQueue> || has_nic_model;
-/// Operations through the NIC model cost tens of microseconds each (the model is a host thread
-/// moving bytes with cudaMemcpy): loop-heavy tests divide their round counts by this.
-inline constexpr int model_slowdown = has_nic_model ? 10 : 1;
+/// Operations through the NIC model or the network engine cost tens of microseconds each (a host
+/// thread moving bytes with cudaMemcpy, over TCP for the engine): loop-heavy tests divide their
+/// round counts by this.
+inline constexpr int model_slowdown = has_nic_model || proxy_engine_backend ? 10 : 1;
 
 /// Whether remote() reaches every peer (not only some, as route's does): direct loads and stores.
 inline constexpr bool load_store_everywhere = gpucomm::detail::load_stores_everywhere<transport_under_test>;
@@ -174,10 +185,12 @@ inline bool proxy_split() {
 }
 
 /// ProxyQueue's options in the test worlds: rings of 64 commands; for the NIC suite, the NIC model
-/// for every peer, or for the other half of the world (proxy_split()).
+/// for every peer, or for the other half of the world (proxy_split()); for the route-engine suite,
+/// the network engine for the other half of the world.
 inline gpucomm::proxy_options proxy_test_options() {
   gpucomm::proxy_options o;
   o.log_depth = 6;
+  if constexpr (proxy_engine_backend) o.network = gpucomm::proxy_network::engine;
   if constexpr (proxy_nic_backend) {
     o.backends = proxy_split() ? gpucomm::proxy_backends::by_reach : gpucomm::proxy_backends::nic;
     o.nic = gpucomm::nic_choice::model;

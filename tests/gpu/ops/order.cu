@@ -412,7 +412,7 @@ TEST_CASE("flush: the source may be rewritten at once, the target gets what was 
   check("block, global source", run_flush<mk_block>(*w, 256, 16384, rounds, false, true, 1401));
   check("warp, global source", run_flush<mk_tile<32>>(*w, 32, 4096, rounds, false, true, 1402));
   check("single thread, global source", run_flush<mk_single>(*w, 32, 256, rounds, false, true, 1403));
-  if constexpr (!gpucomm::test::proxy_nic_backend) {  // its NIC backend takes heap sources only
+  if constexpr (!gpucomm::test::proxy_network_backend) {  // its network backend: global memory only
     check("block, shared-memory source", run_flush<mk_block>(*w, 256, 8192, rounds, true, true, 1404));
     check("warp, shared-memory source", run_flush<mk_tile<32>>(*w, 32, 1024, rounds, true, true, 1405));
   }
@@ -430,6 +430,6 @@ TEST_CASE("flush: the source may be rewritten at once, the target gets what was 
 TEST_CASE("sanitize: flush, small", "[gpu][ops][order][flush][sanitize]") {
   auto& w = gpucomm::test::the_world();
   for (std::uint64_t const bad : run_flush<mk_tile<32>>(w, 32, 256, 2, false, true, 1501)) CHECK(bad == 0);
-  if constexpr (!gpucomm::test::proxy_nic_backend)
+  if constexpr (!gpucomm::test::proxy_network_backend)
     for (std::uint64_t const bad : run_flush<mk_block>(w, 64, 256, 2, true, true, 1502)) CHECK(bad == 0);
 }
