@@ -275,8 +275,9 @@ int run_ops(gpucomm::callback_bootstrap& boot, checker& check) {
         check(atomic(atomic_op::set, start, 0, false), what + ": set completes");
         bool const fetching = op != atomic_op::add && op != atomic_op::set;
         check(atomic(op, v, compare, fetching), what + ": completes");
-        // A 4-byte atomic's old value fills the slot's first 4 bytes, as the GPU reads it.
-        auto const fetched = [&] { return env.result(0) & mask; };
+        // Read as ProxyQueue's device code reads it (state.hpp's slot format: a 4-byte value in
+        // network order, as a NIC returns it); host order here gave the GPU byte-swapped values.
+        auto const fetched = [&] { return gpucomm::detail::result_slot_value(env.result(0), width) & mask; };
         if (fetching) check(fetched() == (start & mask), what + ": fetched the old value");
         std::uint64_t expect = apply_reference(op, start, v, compare, width);
         if (op == atomic_op::compare_swap) {

@@ -300,19 +300,16 @@ struct ProxyQueue {
     }
   }
 
-  /// The value the NIC fetched into `slot`, once its command is complete.
+  /// The value the network backend fetched into `slot` (state.hpp's slot format, the NIC's, which
+  /// the engine backend writes too), once its command is complete.
   template <class U>
   __device__ static U read_result(std::uint64_t const* slot) {
-    // Relaxed: the NIC wrote it before the completion that wait() acquired at system scope.
+    static_assert(detail::result_slot_value(0x04030201u, 4) == verbs_gpu::fetched32(0x04030201u),
+                  "result slots hold 4-byte values as the NIC returns them");
+    // Relaxed: the backend wrote it before the completion that wait() acquired at system scope.
     std::uint64_t const raw =
         cuda::atomic_ref<std::uint64_t const, cuda::thread_scope_system>(*slot).load(cuda::memory_order_relaxed);
-    if constexpr (sizeof(U) == 4) {
-      std::uint32_t word = 0;
-      memcpy(&word, &raw, sizeof(word));  // a 4-byte result is the slot's first bytes
-      return verbs_gpu::fetched32(word);
-    } else {
-      return raw;
-    }
+    return static_cast<U>(detail::result_slot_value(raw, sizeof(U)));
   }
 
   /// Whether the copy engine can reach a local buffer: global memory (device or mapped host), not

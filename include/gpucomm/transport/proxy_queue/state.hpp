@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../../config.hpp"
+#include "../../verbs_gpu/detail/endian.cuh"
 #include "command_ring.cuh"
 
 namespace gpucomm::detail {
@@ -36,5 +38,18 @@ struct proxy_queue_state {
   std::uint32_t store_path_bytes = 0;
 };
 static_assert(std::is_trivially_copyable_v<proxy_queue_state>);
+
+/// How a result slot holds a fetched value of `width` bytes, whichever backend fills it: as a NIC
+/// leaves it, 8-byte values in host order and 4-byte ones in the slot's first bytes in network
+/// order (verbs_gpu::fetched32), so the device reads every slot the same way. The NIC writes the
+/// slot itself; the engine backend writes result_slot_word(old, width)'s first `width` bytes.
+GPUCOMM_HD constexpr std::uint64_t result_slot_word(std::uint64_t value, unsigned width) noexcept {
+  return width == 8 ? value : verbs_gpu::to_be32(static_cast<std::uint32_t>(value));
+}
+/// The value in a result slot holding `word` (little-endian: a 4-byte value is its low half).
+GPUCOMM_HD constexpr std::uint64_t result_slot_value(std::uint64_t word, unsigned width) noexcept {
+  return width == 8 ? word : verbs_gpu::from_be32(static_cast<std::uint32_t>(word));
+}
+static_assert(result_slot_value(result_slot_word(0x89ABCDEFu, 4), 4) == 0x89ABCDEFu);
 
 }  // namespace gpucomm::detail

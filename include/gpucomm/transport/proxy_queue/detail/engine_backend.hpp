@@ -13,7 +13,9 @@
 //   put_signal  the engine's put_signal: the peer's agent applies the data, then the signal;
 //   atomic      the engine's atomic on the peer's copy of `dst`; a fetching one's old value is
 //               written by this PE's memory agent into the result slot the command names
-//               (`src`; 0: none), before the command is reported complete;
+//               (`src`; 0: none), in the slots' format (state.hpp: a 4-byte value in network
+//               order, as a NIC returns it and the device reads it), before the command is
+//               reported complete;
 //   fence       later commands to each peer are issued only after every earlier command to that
 //               peer has completed; the fence completes when they all have;
 //   nop         completes at once.
@@ -40,6 +42,7 @@
 #include "../../engine/net_engine.hpp"
 #include "../../../transport_concept.hpp"
 #include "../command.cuh"
+#include "../state.hpp"
 #include "failures.hpp"
 
 namespace gpucomm::detail {
@@ -122,7 +125,9 @@ class engine_backend {
         failures_->record(
             {at_.pe, p.peer, p.op, e.id, p.bytes, std::string(engine::errc_name(e.code)) + ": " + e.what});
       } else if (p.op == proxy_queue::command_op::atomic && p.result != 0) {
-        std::string why = local_->write(reinterpret_cast<void*>(p.result), &e.fetched, p.bytes);
+        auto const width = static_cast<unsigned>(p.bytes);
+        std::uint64_t const word = result_slot_word(e.fetched, width);  // its first `width` bytes
+        std::string why = local_->write(reinterpret_cast<void*>(p.result), &word, p.bytes);
         if (why.empty()) why = local_->commit();
         if (!why.empty()) failures_->record({at_.pe, p.peer, p.op, e.id, p.bytes, "writing the fetched value: " + why});
       }
