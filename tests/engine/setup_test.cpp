@@ -8,6 +8,11 @@
 // Scenarios:
 //   ops          from every PE to every PE (itself included): a put, a put_signal, a signal add and
 //                a fetching atomic, then a get back; every byte and every fetched value checked
+//   far_memory   ops with the heap slots, the sources and the gets' destinations in memory that
+//                only the agents reach (a GPU's, as under a UCX without CUDA): the addresses the
+//                commands name are a decoy the host can read, the agents translate them to the
+//                real bytes, so whatever the engine reads or writes there itself (not through its
+//                agent) shows as poison in the data or as a changed decoy
 //   bad_options  named errors on every process: a timeout out of range, registered GPU memory
 //                asked of an engine that cannot register it, GPUCOMM_PROXY_ENGINE_DATA misspelt
 //   peer_killed  (mpirun, 2 processes) the last process dies by SIGKILL after set-up; the
@@ -50,22 +55,79 @@ std::uint64_t seed_of(int from, int to) {
   return (static_cast<std::uint64_t>(from) << 20) ^ static_cast<std::uint64_t>(to);
 }
 
+/// Memory only the agents reach, modelled: ranges [decoy, decoy + bytes) stand for [real, real +
+/// bytes). The host can read a decoy (it holds poison), so an engine that reads a source there
+/// itself sends poison instead of failing in a way a test cannot tell from another fault.
+class far_memory {
+ public:
+  void add(std::byte* decoy, std::byte* real, std::size_t bytes) { ranges_.push_back({decoy, real, bytes}); }
+  /// Where the bytes at `p` really are (p itself outside every decoy).
+  void* real(void const* p) const {
+    auto const* b = static_cast<std::byte const*>(p);
+    for (range const& r : ranges_)
+      if (b >= r.decoy && b < r.decoy + r.bytes) return r.real + (b - r.decoy);
+    return const_cast<void*>(p);
+  }
+
+ private:
+  struct range {
+    std::byte* decoy;
+    std::byte* real;
+    std::size_t bytes;
+  };
+  std::vector<range> ranges_;
+};
+
+/// The agent for far_memory: host_memory_agent's work at the real addresses.
+class far_memory_agent final : public gpucomm::engine::memory_agent {
+ public:
+  explicit far_memory_agent(far_memory const& m) : m_(&m) {}
+  std::string write(void* dst, void const* src, std::size_t bytes) override {
+    return host_.write(m_->real(dst), m_->real(src), bytes);
+  }
+  std::string read(void* dst, void const* src, std::size_t bytes) override {
+    return host_.read(m_->real(dst), m_->real(src), bytes);
+  }
+  std::string signal(std::uint64_t* word, signal_op op, std::uint64_t value) override {
+    return host_.signal(static_cast<std::uint64_t*>(m_->real(word)), op, value);
+  }
+  std::string atomic(void* word, unsigned width, atomic_op op, std::uint64_t operand, std::uint64_t compare,
+                     std::uint64_t& old) override {
+    return host_.atomic(m_->real(word), width, op, operand, compare, old);
+  }
+  std::string commit() override { return host_.commit(); }
+
+ private:
+  far_memory const* m_;
+  gpucomm::engine::host_memory_agent host_;
+};
+
 /// The process's share of a world: its PEs' slots, rings and proxy rings, one proxy thread for all.
+/// `far`: the slots are far_memory (decoys named, real bytes behind them).
 class world_share {
  public:
   world_share(int npes, std::vector<int> const& pes, std::function<void(void const*, void*, std::size_t)> allgather,
-              int processes, gpucomm::proxy_engine_options const& options) {
+              int processes, gpucomm::proxy_engine_options const& options, bool far = false) {
     gd::engine_world w;
     w.npes = npes;
     w.slot_bytes = slot_bytes;
     w.allgather = std::move(allgather);
     w.processes = processes;
-    w.make_agent = [](int) { return std::make_unique<gpucomm::engine::host_memory_agent>(); };
+    if (far) {
+      w.make_agent = [this](int) { return std::make_unique<far_memory_agent>(far_); };
+    } else {
+      w.make_agent = [](int) { return std::make_unique<gpucomm::engine::host_memory_agent>(); };
+    }
     for (int pe : pes) {
       auto p = std::make_unique<local>();
       p->pe = pe;
       p->slot.reset(static_cast<std::byte*>(std::aligned_alloc(4096, slot_bytes)));
       std::memset(p->slot.get(), 0xA5, slot_bytes);
+      if (far) {
+        p->real.reset(static_cast<std::byte*>(std::aligned_alloc(4096, slot_bytes)));
+        std::memset(p->real.get(), 0xA5, slot_bytes);
+        far_.add(p->slot.get(), p->real.get(), slot_bytes);
+      }
       p->results.assign(64, poison64);
       gd::engine_world::local_pe l;
       l.pe = pe;
@@ -100,8 +162,11 @@ class world_share {
     struct free_slot {
       void operator()(std::byte* p) const { std::free(p); }
     };
-    std::unique_ptr<std::byte, free_slot> slot;
+    std::unique_ptr<std::byte, free_slot> slot;  // what commands name; far: the decoy
+    std::unique_ptr<std::byte, free_slot> real;  // far: the bytes behind the decoy
     std::vector<std::uint64_t> results;
+    /// The slot's bytes as the test reads and writes them (far: the real ones).
+    std::byte* mem() const { return real ? real.get() : slot.get(); }
     host_ring host;
     gd::proxy_ring ring;
     std::uint64_t at(std::size_t offset) const { return reinterpret_cast<std::uint64_t>(slot.get()) + offset; }
@@ -119,8 +184,10 @@ class world_share {
   std::vector<std::unique_ptr<local>>& locals() { return locals_; }
   std::optional<gd::proxy_failure> take_failure(std::uint64_t& count) { return failures_.take(count); }
   gd::proxy_engines& engines() { return *engines_; }
+  bool far() const { return !locals_.empty() && locals_.front()->real != nullptr; }
 
  private:
+  far_memory far_;  // before the engines: their agents read it
   gd::proxy_failures failures_;
   std::vector<std::unique_ptr<local>> locals_;
   std::unique_ptr<gd::proxy_engines> engines_;  // after locals_: goes first, before the slots it names
@@ -137,19 +204,25 @@ command make(command_op op, int pe, std::uint64_t dst, std::uint64_t src, std::u
   return c;
 }
 
-// Offsets in every slot: the signal counter, the atomic word, put_signal's flag per source PE.
+// Offsets in every slot: the signal counter, the atomic word, put_signal's flag per source PE;
+// far_memory: the sources of PE p's puts to PE t at sources_at + t * region_bytes, the gets'
+// destinations at gets_at + t * region_bytes.
 constexpr std::size_t counter_at = 0, atomic_at = 8, flags_at = 64;
+constexpr std::size_t sources_at = 4u << 20, gets_at = 6u << 20;
 
 void run_ops(world_share& w, int npes, std::function<void()> const& barrier, checker& check) {
   // Every local PE zeroes its words before any peer updates them.
-  for (auto& l : w.locals()) std::memset(l->slot.get(), 0, 4096);
+  for (auto& l : w.locals()) std::memset(l->mem(), 0, 4096);
   barrier();
+  bool const far = w.far();
   std::vector<std::vector<std::byte>> sources;
   for (auto& l : w.locals()) {
     for (int to = 0; to < npes; ++to) {
-      auto& src = sources.emplace_back(region_bytes);
-      fill(src.data(), seed_of(l->pe, to), src.size());
-      std::uint64_t const src_at = reinterpret_cast<std::uint64_t>(src.data());
+      // The sources: host memory, or (far) in the PE's own slot, where only its agent reads them.
+      std::size_t const src_offset = sources_at + static_cast<std::size_t>(to) * region_bytes;
+      std::byte* const src = far ? l->mem() + src_offset : sources.emplace_back(region_bytes).data();
+      fill(src, seed_of(l->pe, to), region_bytes);
+      std::uint64_t const src_at = far ? l->at(src_offset) : reinterpret_cast<std::uint64_t>(src);
       // The put into the first half of the region, the put_signal's data into the second half.
       std::uint64_t const region = l->at(static_cast<std::size_t>(l->pe + 1) * region_bytes);
       l->post(make(command_op::put, to, region, src_at, region_bytes / 2));
@@ -177,16 +250,16 @@ void run_ops(world_share& w, int npes, std::function<void()> const& barrier, che
   check(!f, "no command failed (" + (f ? f->what : std::string()) + ")");
   for (auto& l : w.locals()) {
     for (int from = 0; from < npes; ++from) {
-      std::byte const* region = l->slot.get() + static_cast<std::size_t>(from + 1) * region_bytes;
+      std::byte const* region = l->mem() + static_cast<std::size_t>(from + 1) * region_bytes;
       check(first_mismatch(region, seed_of(from, l->pe), region_bytes) == region_bytes,
             "PE " + std::to_string(l->pe) + " holds PE " + std::to_string(from) + "'s put and put_signal data");
       std::uint64_t flag = 0;
-      std::memcpy(&flag, l->slot.get() + flags_at + 8 * static_cast<std::size_t>(from), 8);
+      std::memcpy(&flag, l->mem() + flags_at + 8 * static_cast<std::size_t>(from), 8);
       check(flag == 7, "PE " + std::to_string(from) + "'s put_signal set its flag at PE " + std::to_string(l->pe));
     }
     std::uint64_t counter = 0, word = 0;
-    std::memcpy(&counter, l->slot.get() + counter_at, 8);
-    std::memcpy(&word, l->slot.get() + atomic_at, 8);
+    std::memcpy(&counter, l->mem() + counter_at, 8);
+    std::memcpy(&word, l->mem() + atomic_at, 8);
     check(counter == static_cast<std::uint64_t>(npes),
           "every PE's signal add arrived (" + std::to_string(counter) + ")");
     check(word == static_cast<std::uint64_t>(npes), "every PE's fetch_add arrived (" + std::to_string(word) + ")");
@@ -194,21 +267,31 @@ void run_ops(world_share& w, int npes, std::function<void()> const& barrier, che
       check(l->results[static_cast<std::size_t>(to)] < static_cast<std::uint64_t>(npes),
             "a fetched value is an earlier count (" + std::to_string(l->results[static_cast<std::size_t>(to)]) + ")");
   }
-  // Gets: what this PE put into every PE's slot, back.
+  // Gets: what this PE put into every PE's slot, back (far: into its own slot).
   for (auto& l : w.locals()) {
     for (int to = 0; to < npes; ++to) {
-      std::vector<std::byte> back(region_bytes, std::byte{0x5A});
+      std::vector<std::byte> host_back(far ? 0 : region_bytes);
+      std::size_t const back_offset = gets_at + static_cast<std::size_t>(to) * region_bytes;
+      std::byte* const back = far ? l->mem() + back_offset : host_back.data();
+      std::memset(back, 0x5A, region_bytes);
+      std::uint64_t const back_at = far ? l->at(back_offset) : reinterpret_cast<std::uint64_t>(back);
       std::uint64_t const region = l->at(static_cast<std::size_t>(l->pe + 1) * region_bytes);
-      check(l->wait(
-                l->post(make(command_op::get, to, reinterpret_cast<std::uint64_t>(back.data()), region, region_bytes))),
-            "a get completes");
-      check(first_mismatch(back.data(), seed_of(l->pe, to), region_bytes) == region_bytes,
+      check(l->wait(l->post(make(command_op::get, to, back_at, region, region_bytes))), "a get completes");
+      check(first_mismatch(back, seed_of(l->pe, to), region_bytes) == region_bytes,
             "PE " + std::to_string(l->pe) + " gets back what it put at PE " + std::to_string(to));
     }
   }
   auto const g = w.take_failure(count);
   check(!g, "no get failed (" + (g ? g->what : std::string()) + ")");
   barrier();
+  // Far: the decoys as they were; a byte written there came from the engine, not its agent.
+  for (auto& l : w.locals()) {
+    if (!far) break;
+    std::size_t changed = 0;
+    for (std::size_t i = 0; i < slot_bytes; ++i) changed += l->slot.get()[i] != std::byte{0xA5};
+    check(changed == 0, "PE " + std::to_string(l->pe) + "'s decoy is untouched (" + std::to_string(changed) +
+                            " bytes written past the agent)");
+  }
 }
 
 std::string error_text(std::function<void()> const& f) {
@@ -320,6 +403,11 @@ int main(int argc, char** argv) {
       world_share w(npes, pes, allgather, processes, options);
       check(!w.engines().name().empty(), "the engine names itself");
       run_ops(w, npes, barrier, check);
+    } else if (scenario == "far_memory") {
+      gpucomm::proxy_engine_options o = options;
+      o.data = gpucomm::proxy_engine_data::agents;  // UCX cannot register what only the agents reach
+      world_share w(npes, pes, allgather, processes, o, true);
+      run_ops(w, npes, barrier, check);
     } else if (scenario == "bad_options") {
       run_bad_options(npes, pes, allgather, processes, check);
     } else if (scenario == "peer_killed" && mpi && npes >= 2) {
@@ -327,7 +415,8 @@ int main(int argc, char** argv) {
       run_peer_killed(w, rank, npes, barrier, check);
       std::_Exit(check.finish(scenario.c_str()));  // a peer is dead: no collective can finish
     } else {
-      std::fprintf(stderr, "usage: engine_setup_test ops|bad_options|peer_killed (peer_killed under mpirun -np 2)\n");
+      std::fprintf(
+          stderr, "usage: engine_setup_test ops|far_memory|bad_options|peer_killed (peer_killed under mpirun -np 2)\n");
       rc = 2;
     }
   } catch (std::exception const& e) {

@@ -120,7 +120,8 @@ struct net_engine_config {
   /// registers GPU memory only when built with CUDA support). true: as messages whose bytes the
   /// memory agents read and write at both ends, through host memory (a bounce), for memory the
   /// library cannot register, such as GPU memory under a UCX without CUDA; register_memory then
-  /// only names the ranges peers may address. Completion means the same either way.
+  /// only names the ranges peers may address, and the engine itself never touches local memory
+  /// (a put_signal's source is read by the agent too). Completion means the same either way.
   bool data_through_agents = false;
 };
 

@@ -24,6 +24,7 @@
 // without CUDA), puts and gets are active messages too, and register_memory maps nothing:
 //   put         this process's agent reads the source into the operation's buffer (host memory),
 //               which travels as the payload; the peer's agent writes it and commits, then replies;
+//   put_signal  its data read by this process's agent the same way (UCX never reads the source);
 //   get         a request; the peer's agent reads the source and the reply carries the bytes
 //               (eager, or rendezvous into the operation's buffer), which this process's agent
 //               writes to the destination and commits before the get completes.
@@ -172,6 +173,14 @@ class ucx_engine final : public net_engine {
     h.word = word;
     h.op = static_cast<std::uint8_t>(op);
     h.value = value;
+    if (config_.data_through_agents && bytes != 0) {
+      // As a put's: the source may be memory only the agent reaches (GPU memory, which UCX
+      // without CUDA would read as host memory: a fault, or a send() that fails with EFAULT).
+      std::vector<std::byte> payload(bytes);
+      if (std::string const why = config_.agent->read(payload.data(), src, bytes); !why.empty())
+        return {errc::refused, "reading the source: " + why};
+      return send_request(peer, h, std::move(payload), t);
+    }
     return send_request(peer, h, src, bytes, t);
   }
 
