@@ -104,8 +104,9 @@ def main():
     lat = find("put_signal_lat", "gpucomm", 8)["median"]
     bound = 1.5 * find("put_lat", "ucx_perftest", 8)["median"] + find("ring_rtt", "gpucomm", 0)["median"]
     ratios["put_signal_lat median / (1.5 x ucp_put_lat median + ring_rtt median)"] = round(lat / bound, 3)
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    # GPUCOMM_COMMIT names the tree where git's HEAD does not (a copied tree, as the GPU round's).
+    commit = os.environ.get("GPUCOMM_COMMIT") or subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     result = {
         "schema": "gpucomm.engine-smoke/1",
         "note": "smoke: TCP over the loopback interface, two processes sharing the machine's cores; not a "
