@@ -7,7 +7,7 @@
 # GPUCOMM_UCX_ROOT: a UCX outside the system's paths, searched first and alone when given, e.g. the
 # Debian packages scripts/fetch-ucx.sh unpacks into .deps/ucx (-DGPUCOMM_UCX_ROOT=$PWD/.deps/ucx/usr).
 # Programs built against it find its libraries through their RPATH; UCX's own modules and libnuma
-# beside them through LD_LIBRARY_PATH and UCX_MODULE_DIR (docs/across_nodes.md).
+# beside them through LD_LIBRARY_PATH and UCX_MODULE_DIR (docs/guide/across_nodes.md).
 
 set(GPUCOMM_UCX_ROOT "" CACHE PATH "A UCX installation to use instead of the system's (its usr/ folder)")
 if(GPUCOMM_UCX_ROOT)

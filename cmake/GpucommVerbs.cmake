@@ -18,7 +18,7 @@ if(GPUCOMM_MLX5DV_INCLUDE_DIR AND GPUCOMM_IBVERBS_LIBRARY AND GPUCOMM_MLX5_LIBRA
   target_compile_definitions(gpucomm_verbs INTERFACE GPUCOMM_HAVE_RDMA_CORE=1)
   # Optional rdma-core features that are functions or enumerators, not macros, so the rdma-core
   # backend (verbs_gpu/host/rdma_core_backend.hpp) can only learn of them from the build: each test
-  # compiles and links a use of the feature (first releases: docs/mlx5-setup-references.md, section 8).
+  # compiles and links a use of the feature (first releases: docs/guide/mlx5-setup-references.md, section 8).
   include(CheckSourceCompiles)
   set(CMAKE_REQUIRED_INCLUDES ${GPUCOMM_MLX5DV_INCLUDE_DIR})
   set(CMAKE_REQUIRED_LIBRARIES ${GPUCOMM_IBVERBS_LIBRARY} ${GPUCOMM_MLX5_LIBRARY})

@@ -9,7 +9,7 @@
 #   LD_LIBRARY_PATH=$PWD/.deps/ucx/usr/lib/x86_64-linux-gnu UCX_MODULE_DIR=$PWD/.deps/ucx/usr/lib/x86_64-linux-gnu/ucx
 # which the GPU tests' launcher (scripts/lib/gpu-test.sh) sets itself. Debian 12's UCX (1.13) has no
 # CUDA support: ProxyQueue's engine backend then moves puts' and gets' bytes through its memory
-# agents (docs/across_nodes.md, "GPU memory").
+# agents (docs/guide/across_nodes.md, "GPU memory").
 #
 #   scripts/fetch-ucx.sh [DEST]     (default .deps/ucx; prints what it carries and its size)
 set -euo pipefail

@@ -27,7 +27,7 @@
 # exist only where CMake finds UCX (the system's, or one carried in .deps/ucx by
 # scripts/fetch-ucx.sh, which the configure step passes on as GPUCOMM_UCX_ROOT); and soak and
 # soak_<transport>, the differential soak alone (gpucomm_gpu_soak[_<transport>]),
-# which builds fast; with GPUCOMM_SOAK_OPS set it runs long (docs/reliability.md). In ctest's
+# which builds fast; with GPUCOMM_SOAK_OPS set it runs long (docs/guide/reliability.md). In ctest's
 # names and labels: ops, coll, soak and the transport (nvlink for NVLinkStore).
 # --test-spec: a Catch2 test spec the tests step passes to every suite (default: every test), to
 # run one part of the suites in every layout, e.g. "[soak]" for the differential soak alone, or
@@ -58,7 +58,7 @@
 # seconds and Catch2's counts (schema gpucomm.gpu-round-summary/1).
 # --record KIND: at the end, merge the summary into the machine kind's test results
 # (tests/results/KIND.json; KIND: the GPU model and count, e.g. h100-x4) through
-# scripts/render_results.py record, which renders docs/status.md from them, and record the bench
+# scripts/render_results.py record, which renders docs/contributing/status.md from them, and record the bench
 # step's run as the kind's latest benchmarks; commit what it writes. A summary copied from the GPU
 # machine is recorded the same way: scripts/render_results.py record --kind KIND --round summary.json.
 # Environment: OUT, GPUCOMM_BUILD_DIR (default build-gpu), GPUCOMM_STEP_TIMEOUT (seconds a step or
@@ -390,7 +390,7 @@ write_json "$overall" "$skipped"
 note "logs: $OUT/gpu-round-logs.tgz; summary: $json; overall: $overall"
 if [ -n "$record_kind" ]; then
   if python3 scripts/render_results.py record --kind "$record_kind" --round "$json"; then
-    note "recorded in tests/results/$record_kind.json; docs/status.md rendered from it: commit them"
+    note "recorded in tests/results/$record_kind.json; docs/contributing/status.md rendered from it: commit them"
   else
     note "FAIL  --record $record_kind: scripts/render_results.py record failed"; status=1
   fi

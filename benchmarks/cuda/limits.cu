@@ -1,6 +1,6 @@
 // bench_cuda's isolating variants: raw CUDA kernels that each differ from the NVLinkStore path by
 // one thing, so the cost of that thing is the difference between two rows of the same run. They
-// explain the targets NVLinkStore misses (docs/benchmarks.md, "What limits it"):
+// explain the targets NVLinkStore misses (docs/contributing/benchmarks.md, "What limits it"):
 //   copy_limits      PE 0 -> PE 1, block scope as in put_bw (each CTA its own contiguous share,
 //                    a grid barrier every iteration): store only (no loads), the SM copy loop at
 //                    unroll 2 (gpucomm's) / 4 / 8 (gpucomm's before) / 8 with non-coherent loads,

@@ -6,7 +6,7 @@
 //   flag_pingpong  one thread per GPU: store a flag in the peer's memory, spin on the own flag;
 //                  volatile and release/acquire (system scope) flags; round trip / 2.
 //   machine        not a benchmark: one JSON line describing the GPUs (for the results file).
-//   *_limits       the isolating variants behind docs/benchmarks.md's "What limits it" (limits.cu).
+//   *_limits       the isolating variants behind docs/contributing/benchmarks.md's "What limits it" (limits.cu).
 // Usage: bench_cuda --case NAME --out rows.jsonl [--quick] [--budget-s S]
 #include <cuda/atomic>
 

@@ -73,7 +73,7 @@ void allreduce_rmsnorm(bench::session& s) {
                 gpucomm::collective_workspace::bytes(
                     npes, gpucomm::collective_workspace::round_block_bytes(defaults.block_bytes), defaults.parts));
   // The unfused pair's second kernel is launched while the first runs and waits for the other
-  // PEs: loaded now, since a lazy first load would wait for it (docs/architecture.md).
+  // PEs: loaded now, since a lazy first load would wait for it (docs/design/architecture.md).
   w.prepare(norm_rows);
   gpucomm::team_workspace ws(w, w.team_world());
   int gpus = 0;

@@ -11,7 +11,7 @@
 
 int main(int argc, char** argv) {
   // Before any CUDA call: ProxyQueue's copies must not share a hardware queue with queued kernels
-  // (docs/proxyqueue.md#hardware-queues-why-the-world-sets-cuda_device_max_connections).
+  // (docs/guide/proxyqueue.md#hardware-queues-why-the-world-sets-cuda_device_max_connections).
   ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   using T = gpucomm::NVLinkStore;
   namespace gb = gpucomm_bench;

@@ -1,6 +1,6 @@
 // Where one thread's post -> doorbell time goes, queues where hardware keeps them (ring, CQ and
 // doorbell records in GPU memory, on a QP the set-up made through the firmware model; the NIC
-// model drains it). Prints a table; for the analysis in docs/verbs_gpu.md, "Posting cost".
+// model drains it). Prints a table; for the analysis in docs/guide/verbs_gpu.md, "Posting cost".
 //
 //   A  send_queue::post, as IBGDAPost calls it (one WQE, ring now), timed with %globaltimer
 //   B  the same steps written out, with clock64 between them: (1) reserve + error and space

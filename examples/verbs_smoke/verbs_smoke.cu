@@ -11,7 +11,7 @@
 //
 // Server and client exchange connection_info and the buffer's (address, rkey) over one TCP
 // connection; both print PASS or FAIL, and exit with 0 only on PASS. The bring-up order and what
-// each set-up error means: docs/ibgda.md, "Running on a real NIC". Not run on hardware in this
+// each set-up error means: docs/guide/ibgda.md, "Running on a real NIC". Not run on hardware in this
 // project (no NIC here): it is compiled in CI and checked by reading only.
 
 // Bring-up wants every device-side wait bounded (send_queue::timeout_ns): a doorbell the NIC never
@@ -436,8 +436,9 @@ int main(int argc, char** argv) {
     return pass ? 0 : 1;
   } catch (vh::setup_error const& e) {
     // what() names the call, its error and, after " -- ", what to try.
-    std::printf("%s\nFAIL in the set-up: docs/ibgda.md, \"Running on a real NIC\", says what each message means\n",
-                e.what());
+    std::printf(
+        "%s\nFAIL in the set-up: docs/guide/ibgda.md, \"Running on a real NIC\", says what each message means\n",
+        e.what());
   } catch (std::exception const& e) {
     std::printf("%s\nFAIL\n", e.what());
   }

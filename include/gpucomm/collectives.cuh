@@ -1,5 +1,5 @@
 #pragma once
-// Device collectives on teams (collectives/, one header each; docs/collectives.md):
+// Device collectives on teams (collectives/, one header each; docs/guide/collectives.md):
 //   broadcast, allgather, alltoall, alltoallv, reduce, allreduce (with epilogues: epilogue.cuh;
 //   row-wise: allreduce_rows.cuh), reduce_scatter, and MoE dispatch and combine (moe.cuh)
 // over any transport with put_signal, signal and quiet, in a team's workspace

@@ -11,7 +11,7 @@
 //     needs it complete);
 //   - static device functions, one per capability it sets, each taking the comm first. Their exact
 //     signatures are checked by the capability concepts of contract.cuh, and
-//     docs/architecture.md walks through writing one.
+//     docs/design/architecture.md walks through writing one.
 // Operations a transport does not provide itself are built by the contract from those it does
 // (put_signal from put + fence + signal, fence from quiet, the epoch barrier from signal + quiet,
 // wait_until from a local acquire spin), so a new transport writes only its primitives.

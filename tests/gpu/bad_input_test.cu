@@ -1,5 +1,5 @@
 // Bad input to the host API, and to device operations in debug builds: every case of
-// docs/reliability.md's table that needs a GPU. Each host case checks the error's text (what is
+// docs/guide/reliability.md's table that needs a GPU. Each host case checks the error's text (what is
 // wrong, and what to do), that nothing changed (heap bytes in use, live blocks and teams), and
 // that the world still works afterwards. Cases whose processes pass different arguments do
 // something only under mpirun, where a process that threw alone used to leave the others waiting:

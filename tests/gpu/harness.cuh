@@ -128,7 +128,7 @@ inline constexpr bool has_nic_model = !std::is_void_v<nic_model_transport>;
 /// Whether a host thread moves the data of some operations through the CUDA runtime (ProxyQueue's
 /// proxy, the NIC model): main() then loads every kernel at start-up (CUDA_MODULE_LOADING=EAGER),
 /// because a kernel's lazy first load waits for the kernels running, and they may wait for that
-/// thread, whose CUDA calls wait for the load (docs/collectives.md, host launchers).
+/// thread, whose CUDA calls wait for the load (docs/guide/collectives.md, host launchers).
 inline constexpr bool host_agent = has_leg<transport_under_test, gpucomm::ProxyQueue> || has_nic_model;
 /// Operations through the NIC model or the network engine cost tens of microseconds each (a host
 /// thread moving bytes with cudaMemcpy, over TCP for the engine): loop-heavy tests divide their
@@ -236,7 +236,7 @@ inline gpucomm::world_options test_world_options() {
 }
 
 /// The NIC of the test worlds: the NIC model, unless GPUCOMM_NIC says otherwise (GPUCOMM_NIC=hardware
-/// runs the suites on a real NIC: docs/ibgda.md, "Running on a real NIC").
+/// runs the suites on a real NIC: docs/guide/ibgda.md, "Running on a real NIC").
 inline gpucomm::nic_choice test_nic_choice() {
   char const* nic = std::getenv("GPUCOMM_NIC");
   bool const env_decides = nic != nullptr && *nic != '\0';

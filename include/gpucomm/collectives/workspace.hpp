@@ -15,7 +15,7 @@
 // barrier's latency). Destinations and sources are therefore ordinary local memory of the calling
 // PE: nothing but the workspace is ever written by another PE, and a destination may be read or
 // reused as soon as the collective returns. (Transports that move data with a NIC take sources
-// only from the symmetric heap: IBGDAPost and ProxyQueue's NIC backend; see docs/collectives.md.)
+// only from the symmetric heap: IBGDAPost and ProxyQueue's NIC backend; see docs/guide/collectives.md.)
 //
 // Parts: a collective is run either by one group per member on the whole view (which uses part 0
 // alone, whatever the workspace's parts), or by c groups per member, group k passing part(k) of a
@@ -43,7 +43,7 @@
 //   channel    four more, for the pipelined steps of the load/store algorithms
 //              (collectives/detail/channels.cuh), used by step modulo 4
 // Rounds only count up and no word is ever reset after set-up, so a collective may run again and
-// again in a CUDA graph (docs/collectives.md: the round protocol).
+// again in a CUDA graph (docs/guide/collectives.md: the round protocol).
 
 #include <cstddef>
 #include <cstdint>

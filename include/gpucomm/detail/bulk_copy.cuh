@@ -142,7 +142,7 @@ __device__ GPUCOMM_FORCEINLINE void inval_mbarriers(std::uint64_t* bars, unsigne
 ///   - chunk k's stage is refilled with chunk k+Stages once store k has read it: after issuing
 ///     store k+StoresInFlight, the thread waits until at most StoresInFlight stores are still
 ///     reading (wait_group.read), so that many stores and Stages-StoresInFlight loads overlap.
-///     On one H100 one store in flight was best (docs/p2p_copy.md): the copy is bound by the
+///     On one H100 one store in flight was best (docs/guide/p2p_copy.md): the copy is bound by the
 ///     bytes its loads keep in flight, and every extra store in flight takes a stage from them.
 /// Returns when every load has completed (src may be reused) and every store has read its stage
 /// (the staging may be reused); the stores' writes may still be in flight, and complete with

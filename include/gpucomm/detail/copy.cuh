@@ -9,7 +9,7 @@
 // touch consecutive addresses (coalesced).
 //
 // Each part is one group-stride loop that takes two elements per thread at a time: both loads,
-// then both stores. Two is the depth put_bw chose against NVSHMEM (docs/benchmarks.md, "The copy
+// then both stores. Two is the depth put_bw chose against NVSHMEM (docs/contributing/benchmarks.md, "The copy
 // loop"): one element at a time falls behind once the source comes from HBM, and eight loads then
 // eight stores fall behind on small and medium sizes.
 //

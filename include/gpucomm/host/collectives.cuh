@@ -23,7 +23,7 @@
 // graph (PDL launches become programmatic edges). Every member of the workspace's team must make
 // the same calls in the same order; PEs outside it are refused (gpucomm::error). The transport is
 // the first template argument (NVLinkStore by default): gpucomm::allreduce<gpucomm::ProxyQueue>(...).
-// Arguments, in-place rules and algorithms are those of the device collectives (docs/collectives.md).
+// Arguments, in-place rules and algorithms are those of the device collectives (docs/guide/collectives.md).
 
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
@@ -215,7 +215,7 @@ void launch_collective(world& w, team_workspace const& ws, int pe, Call const& c
   if (std::string const problem = launch_problem(call, ws.members(), ws.members().rank_of(pe)); !problem.empty())
     throw error(name, pe, problem,
                 "pass a root inside the team, device memory for the buffers this PE uses, and buffers that "
-                "overlap only in the in-place form (docs/collectives.md)");
+                "overlap only in the in-place form (docs/guide/collectives.md)");
   comm<Tr> const c = w.comm<Tr>(pe);
   current_device_guard const keep;
   GPUCOMM_CUDA_CHECK(cudaSetDevice(w.device(pe)), pe);

@@ -261,7 +261,7 @@ void moe_launch(world& w, moe_plan const& plan, int pe, void (*kernel)(comm<Tr>,
 inline bool moe_aligned(void const* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
 inline void moe_refuse(char const* call, int pe, std::string const& what) {
-  throw error(call, pe, what, "nothing was launched (docs/collectives.md, MoE dispatch and combine)");
+  throw error(call, pe, what, "nothing was launched (docs/guide/collectives.md, MoE dispatch and combine)");
 }
 
 }  // namespace detail

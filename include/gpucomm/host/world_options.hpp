@@ -44,7 +44,7 @@ struct world_options {
   /// (GPUCOMM_DEBUG is 1: a macro fixed at compile time, not an environment variable; 1 unless
   /// NDEBUG is defined, and -DGPUCOMM_DEBUG=0 or =1 overrides) always bound waits, by 20 s when
   /// neither is set; release builds (GPUCOMM_DEBUG 0) bound them only when one is set, with the
-  /// same report (docs/reliability.md). The same on every process.
+  /// same report (docs/guide/reliability.md). The same on every process.
   std::chrono::milliseconds wait_timeout{0};
   // A transport's own settings (IBGDAPost's NIC and QPs per peer) are that transport's options:
   // world::configure<Transport>(options) before its first use.

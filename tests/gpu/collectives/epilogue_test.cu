@@ -89,7 +89,7 @@ void check_epilogue(gpucomm::world& w, team_workspace const& ws, team const& t, 
     w.barrier();
     // The plain call finishes before the first call of another kernel: with PEs sharing a GPU, a
     // kernel's first launch loads its code, and the load waits for the kernels already running,
-    // which may wait for another PE's launch or for ProxyQueue's proxy (docs/collectives.md).
+    // which may wait for another PE's launch or for ProxyQueue's proxy (docs/guide/collectives.md).
     for_each_local_pe(w, [&](int pe) {
       gpucomm::allreduce<transport_under_test, A>(w, ws, pe, plain.ptr(pe).get(), src.ptr(pe).get(), n,
                                                   reduction::sum{}, w.stream(pe));

@@ -285,7 +285,7 @@ GPUCOMM_TEST_CASE_IF(gpucomm::test::has_key_table,
   } else if (w->is_local(0)) {
     // PE 0's own process: its kernel ended; the failed queue is reported, naming PE 0 and the
     // target. The put's REMOTE_ACCESS_ERR, or the flush error of the signal behind it, which the
-    // NIC completes right after and which overwrites the CQ's one entry (docs/reliability.md).
+    // NIC completes right after and which overwrites the CQ's one entry (docs/guide/reliability.md).
     CHECK(seen == 0);
     CHECK_THAT(o.error, Catch::Contains("IBGDAPost on PE 0") && Catch::Contains("to PE " + std::to_string(target)) &&
                             (Catch::Contains("REMOTE_ACCESS_ERR") || Catch::Contains("WR_FLUSH_ERR")));

@@ -1,6 +1,6 @@
 // What compute-sanitizer's racecheck makes of bulk loads into one shared-memory buffer, so that the
 // GPU round can tell its reports on P2PCopy from real hazards (scripts/lib/racecheck-bulk.sh,
-// docs/p2p_copy.md "Sanitizers").
+// docs/guide/p2p_copy.md "Sanitizers").
 //
 // One thread bulk loads buffer A into shared memory, waits for the load's mbarrier phase, then
 // bulk loads buffer B into the same shared memory and waits again; the kernel then copies the

@@ -1,6 +1,6 @@
 #pragma once
 // Which buffers of one collective call may overlap at a member: none, but for the in-place form
-// the collective allows (docs/collectives.md, Arguments), where src lies at a fixed offset from dst:
+// the collective allows (docs/guide/collectives.md, Arguments), where src lies at a fixed offset from dst:
 //   allreduce, reduce, broadcast (root)   src == dst
 //   allgather                             src == dst + rank * n
 //   reduce_scatter                        dst == src + rank * n

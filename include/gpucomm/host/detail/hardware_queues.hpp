@@ -5,7 +5,7 @@
 // ProxyQueue copy) may wait forever when the two streams share a queue.
 //
 // The world sets the variable to 32 when the program left it unset. CUDA reads it early, by the
-// time it makes a context (docs/proxyqueue.md: even a cudaGetDeviceCount before the world was too
+// time it makes a context (docs/guide/proxyqueue.md: even a cudaGetDeviceCount before the world was too
 // late in the test suite), so a program that started CUDA first (a PyTorch program, say) keeps its
 // narrower queues. What the world can see is a context that exists: the first world of a process
 // records the program's own value and which GPUs had a context already (a driver query that

@@ -76,7 +76,7 @@ class pe_streams {
                   "a gpucomm check or a wait that gave up (world_options::wait_timeout) prints a "
                   "\"gpucomm: ...\" line on standard output naming the PE, the operation and the address before it "
                   "traps; a kernel's fault loses the CUDA context of its GPU, so no later CUDA call there can "
-                  "succeed: destroy the world and end the process (docs/reliability.md)");
+                  "succeed: destroy the world and end the process (docs/guide/reliability.md)");
     }
   }
 

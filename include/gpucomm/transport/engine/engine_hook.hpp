@@ -44,7 +44,7 @@ inline net_engine_factory require_net_engine(std::string const& who, int pe) {
   throw error(who, pe,
               "a network engine was asked for, but this program was not linked with one "
               "(engine_not_linked)",
-              "link the CMake target gpucomm::ucx (needs UCX: Debian's libucx-dev), see docs/across_nodes.md");
+              "link the CMake target gpucomm::ucx (needs UCX: Debian's libucx-dev), see docs/guide/across_nodes.md");
 }
 
 }  // namespace gpucomm::engine

@@ -22,8 +22,8 @@
 // process's memory, serialised on one thread, so those words are atomic with respect to each
 // other's updates through the agent only. A word that peers update through the engine must not
 // also be updated by the GPU's or a NIC's atomics: the engine's agent is its atomicity domain,
-// as the NIC is for words updated through a NIC (docs/ibgda.md, "One atomicity domain per word";
-// docs/proxyqueue.md, "Atomicity domain").
+// as the NIC is for words updated through a NIC (docs/guide/ibgda.md, "One atomicity domain per word";
+// docs/guide/proxyqueue.md, "Atomicity domain").
 //
 // host_memory_agent below serves memory the CPU reaches (tests, host-resident buffers):
 // std::memcpy and std::atomic_ref. The GPU's is cuda_memory_agent.hpp.

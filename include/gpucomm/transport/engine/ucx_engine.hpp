@@ -3,7 +3,7 @@
 // for what the target's memory agent applies. Host only; needs UCX (Debian 12: libucx-dev 1.13)
 // and is compiled only in programs that link the CMake target gpucomm::ucx, whose registration
 // unit installs make_ucx_engine behind engine/engine_hook.hpp. UCX picks its transports from the
-// environment (UCX_TLS, UCX_NET_DEVICES: docs/across_nodes.md).
+// environment (UCX_TLS, UCX_NET_DEVICES: docs/guide/across_nodes.md).
 //
 // How each operation travels (to `peer`, whose regions were imported with their packed rkeys):
 //   put         ucp_put_nbx into the peer's registered memory; the engine then flushes the
@@ -231,7 +231,7 @@ class ucx_engine final : public net_engine {
   static constexpr token hello_token = ~token{0};
   static constexpr char const* reach_hint =
       "check that every rank can reach every other over the network UCX uses (UCX_TLS, UCX_NET_DEVICES; "
-      "docs/across_nodes.md) and that all ranks called connect()";
+      "docs/guide/across_nodes.md) and that all ranks called connect()";
 
   enum : std::uint8_t {
     kind_put,

@@ -584,7 +584,7 @@ struct IBGDAPost {
   /// The leader's part of put and put_signal: the RDMA WRITE, then the signal when there is one
   /// (an empty put_signal still updates it), then the wait when blocking. Independent of the element
   /// type. Inline, like the other lead_* parts and atomic_words: out of line they make back-to-back
-  /// posting slower, for less PTX (docs/benchmarks.md, "Compile cost").
+  /// posting slower, for less PTX (docs/contributing/benchmarks.md, "Compile cost").
   __device__ GPUCOMM_FORCEINLINE static void lead_write(comm<IBGDAPost> const& c, int pe, char const* op,
                                                         verbs_gpu::remote_buf to, void const* src,
                                                         verbs_gpu::local_buf const& from, std::size_t bytes,

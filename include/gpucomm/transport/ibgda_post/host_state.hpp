@@ -7,7 +7,7 @@
 // read (the heap key table among them, a copy of the endpoints' host table: heap_keys.hpp).
 //
 // The NIC is the one IBGDAPost's options (ibgda_options::nic) or GPUCOMM_NIC name: the model (a
-// test and development tool) or hardware (docs/ibgda.md: "Running on a real NIC", and what has run
+// test and development tool) or hardware (docs/guide/ibgda.md: "Running on a real NIC", and what has run
 // where in "Limits and known problems").
 
 #include <cuda_runtime_api.h>

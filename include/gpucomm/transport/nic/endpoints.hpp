@@ -13,7 +13,7 @@
 //             (one atomicity domain). Each transport has its own model and fabric addresses.
 //   hardware  rdma-core (verbs_gpu/host/rdma_core_backend.hpp; built with GPUCOMM_HAVE_RDMA_CORE,
 //             which linking gpucomm::verbs defines): the configured device name, else the mlx5
-//             device closest to each GPU (docs/ibgda.md, "Running on a real NIC").
+//             device closest to each GPU (docs/guide/ibgda.md, "Running on a real NIC").
 //
 // What the endpoints hold per local PE: the backend and its control memory, the opened device (a
 // DEVX context for GPU-posted QPs; an ordinary verbs context for host-posted ones on hardware),
@@ -52,8 +52,8 @@ namespace gpucomm::detail {
 struct nic_endpoints_config {
   char const* who = "IBGDAPost";  ///< the transport, in errors ("world::comm<IBGDAPost>")
   char const* fabric = "ibgda";   ///< the model's fabric addresses: two transports' models never meet
-  char const* docs = "docs/ibgda.md, \"Running on a real NIC\"";  ///< what a hardware failure points to
-  char const* option = "ibgda_options::nic";                      ///< the option that chose the NIC, in errors
+  char const* docs = "docs/guide/ibgda.md, \"Running on a real NIC\"";  ///< what a hardware failure points to
+  char const* option = "ibgda_options::nic";                            ///< the option that chose the NIC, in errors
   nic_choice choice = nic_choice::model;
   std::string nic_name{};  ///< hardware: the ibv device; empty: the mlx5 device closest to each GPU
   nic_model_faults model_faults{};

@@ -90,7 +90,7 @@ __device__ GPUCOMM_FORCEINLINE void publish_for_bulk_copy() { detail::fence_shar
 
 /// The bulk-copy transport; StageBytes, Stages and StoresInFlight shape `staging`, the shared memory
 /// a put from global memory is pipelined through (see staging.cuh). Why the defaults are what they
-/// are: docs/p2p_copy.md, "Why the default staging".
+/// are: docs/guide/p2p_copy.md, "Why the default staging".
 template <std::size_t StageBytes = 8192, unsigned Stages = 5, unsigned StoresInFlight = default_stores_in_flight>
 struct BasicP2PCopy {
   static constexpr char const* name = "P2PCopy";

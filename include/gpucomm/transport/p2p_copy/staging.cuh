@@ -25,7 +25,7 @@
 namespace gpucomm {
 
 /// The stores a pipeline keeps in flight unless told otherwise: one, so that every other stage is
-/// loading. Measured on one H100 (docs/p2p_copy.md): a staged put is bound by the bytes its loads
+/// loading. Measured on one H100 (docs/guide/p2p_copy.md): a staged put is bound by the bytes its loads
 /// keep in flight, and more stores in flight only took stages from the loads.
 inline constexpr unsigned default_stores_in_flight = 1;
 

@@ -323,7 +323,7 @@ class proxy_queue_host {
     nic_endpoints_config config;
     config.who = "ProxyQueue";
     config.fabric = "proxy";
-    config.docs = "docs/proxyqueue.md, \"The NIC backend\"";
+    config.docs = "docs/guide/proxyqueue.md, \"The NIC backend\"";
     config.option = "proxy_options::nic";
     config.choice =
         resolve_nic_choice(options.nic, std::getenv("GPUCOMM_NIC"), first, "ProxyQueue", "proxy_options::nic");

@@ -26,10 +26,10 @@ enum class proxy_backends {
 enum class proxy_network {
   automatic,  ///< GPUCOMM_PROXY_NETWORK (nic or engine) if set, else nic
   nic,        ///< an RDMA NIC through rdma-core's ordinary verbs, or the NIC model (proxy_options::nic)
-  engine,     ///< a network engine (UCX: the program links gpucomm::ucx; docs/across_nodes.md)
+  engine,     ///< a network engine (UCX: the program links gpucomm::ucx; docs/guide/across_nodes.md)
 };
 
-/// How the engine backend moves the bytes of puts and gets (docs/across_nodes.md, "GPU memory").
+/// How the engine backend moves the bytes of puts and gets (docs/guide/across_nodes.md, "GPU memory").
 enum class proxy_engine_data {
   automatic,   ///< GPUCOMM_PROXY_ENGINE_DATA (registered or agents) if set, else registered where
                ///< the linked engine can register GPU memory, agents where it cannot
@@ -55,7 +55,7 @@ using proxy_model_faults = nic_model_faults;
 /// has a fixed cost of microseconds (the ring, the proxy's CUDA call, the engine's start), which
 /// the group's stores of a few KiB undercut; bulk stays with the copy engines, which free the SMs.
 /// Where the two paths cross on a machine: the benchmark's ProxyQueue put_latency rows with the
-/// store path on and off (docs/proxyqueue.md, "The store path").
+/// store path on and off (docs/guide/proxyqueue.md, "The store path").
 inline constexpr long long default_store_path_bytes = 16384;
 
 struct proxy_options {
@@ -63,7 +63,7 @@ struct proxy_options {
   /// variable GPUCOMM_PROXY_LOG_DEPTH if set, else 10 (1024 commands, 64 KiB per PE). 1 to 20.
   unsigned log_depth = 0;
   /// One thread for all local PEs, or one each. The default is one each: with two PEs on one H100
-  /// it carried 1.5x the copies per second and 1.2x the commands (docs/proxyqueue.md).
+  /// it carried 1.5x the copies per second and 1.2x the commands (docs/guide/proxyqueue.md).
   proxy_threads threads = proxy_threads::automatic;
   /// The CPU to pin the proxy thread to (per_pe: the i-th local PE's thread to cpu + i). -1: the
   /// environment variable GPUCOMM_PROXY_CPU if set, else no pinning. Each thread busy-polls: it
@@ -78,7 +78,7 @@ struct proxy_options {
   /// The NIC of the NIC backend; automatic: GPUCOMM_NIC decides (unset: hardware). Hardware: the
   /// mlx5 NIC closest to each GPU through rdma-core's ordinary verbs (no DEVX; needs the program
   /// linked with gpucomm::verbs); model: the software NIC model, a test and development tool
-  /// (docs/proxyqueue.md, "The NIC backend").
+  /// (docs/guide/proxyqueue.md, "The NIC backend").
   nic_choice nic = nic_choice::automatic;
   /// Puts, gets and put_signals of at most this many bytes to a peer the GPU can store to (one the
   /// copy engines serve) go through the calling group's own loads and stores, as NVLinkStore's do:

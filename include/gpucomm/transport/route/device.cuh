@@ -26,7 +26,7 @@
 // element type only sizes the transfer), holding the dispatch and every leg's code: a kernel's call
 // site is one call, however many legs there are. Inlining both legs' copies at every site made
 // route's code several times a leg's (the op suite: 2.7x IBGDAPost's PTX, now under 1.5x;
-// docs/benchmarks.md, "Compile cost"). The price is that call on the NVLinkStore leg too, where
+// docs/contributing/benchmarks.md, "Compile cost"). The price is that call on the NVLinkStore leg too, where
 // NVLinkStore alone copies inline: a few instructions and the calling convention's register traffic
 // per operation, no more memory traffic. signal, the atomics, fence and quiet stay inline: small on
 // both legs, and with them out of line as well, the route soak (tests/gpu/ops/soak.cu) read stale

@@ -4,7 +4,7 @@
 // it makes in backend.hpp's table; this file adds only the translation of types and errors.
 //
 // Optional rdma-core features are guarded so that the header builds against older rdma-core (the
-// first release with each: docs/mlx5-setup-references.md section 8). Only the UAR flag is a macro;
+// first release with each: docs/guide/mlx5-setup-references.md section 8). Only the UAR flag is a macro;
 // the others are functions and enumerators, found by CMake's check_source_compiles in
 // cmake/GpucommVerbs.cmake, which defines on gpucomm::verbs:
 //   GPUCOMM_RDMA_HAS_QUERY_GID_EX   ibv_query_gid_ex (v32); without: ibv_query_gid and the entry's
@@ -19,7 +19,7 @@
 //                                   (EOPNOTSUPP) and the set-up takes a BlueFlame or the NC UAR
 // Without CMake, define the GPUCOMM_RDMA_HAS_* your rdma-core has, or get the fallbacks.
 //
-// Never run on hardware in this project (docs/verbs_gpu.md, "Running on a real mlx5 NIC").
+// Never run on hardware in this project (docs/guide/verbs_gpu.md, "Running on a real mlx5 NIC").
 
 #include <fcntl.h>
 #include <infiniband/mlx5dv.h>

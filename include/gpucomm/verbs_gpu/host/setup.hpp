@@ -24,7 +24,7 @@
 // The steps, in order: 1 choose and open the NIC, 2 query the port and capabilities, 3 decide how the
 // NIC reaches GPU memory, 4 the PD, 5 control memory for the queues, 6 their UMEMs, 7 the CQ, 8 the
 // doorbell UAR, 9-10 the QP, 11 exchange connection data, 12 RESET -> INIT -> RTR -> RTS, 13 MRs of
-// the data buffers, 14 the device view. docs/mlx5-setup-references.md ("refs" in the comments, with
+// the data buffers, 14 the device view. docs/guide/mlx5-setup-references.md ("refs" in the comments, with
 // its section) collects what the references do at each.
 //
 // Everything goes through host::backend (backend.hpp): rdma_core_backend.hpp on a real NIC, the
@@ -34,7 +34,7 @@
 //
 // Every failure throws verbs_gpu::host::setup_error naming the call, its error and what to do. This
 // code (host_qp's ordinary-verbs path included) has run against the firmware model only, never on a
-// NIC; see docs/verbs_gpu.md, "Running on a real mlx5 NIC".
+// NIC; see docs/guide/verbs_gpu.md, "Running on a real mlx5 NIC".
 
 #include "connection.hpp"
 #include "detail/setup_common.hpp"
