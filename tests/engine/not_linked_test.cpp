@@ -9,7 +9,7 @@
 
 #include <gpucomm/transport/engine/engine_hook.hpp>
 #include <gpucomm/transport/engine/memory_agent.hpp>
-#include <gpucomm/transport/proxy_queue/detail/engine_setup.hpp>
+#include <gpucomm/transport/proxy_queue/detail/engine_link.hpp>
 
 namespace {
 /// Whether f throws a gpucomm::error naming engine_not_linked, gpucomm::ucx and `who`.
@@ -40,7 +40,7 @@ int main() {
     w.make_agent = [](int) { return std::make_unique<gpucomm::engine::host_memory_agent>(); };
     w.locals.push_back({0, -1, reinterpret_cast<std::uint64_t>(slot), results, 4, {3}});
     gpucomm::detail::proxy_failures failures;
-    gpucomm::detail::proxy_engines engines(w, {}, failures);
+    auto const engines = gpucomm::detail::make_proxy_engines(w, {}, failures);
   });
   return ok ? 0 : 1;
 }

@@ -37,7 +37,7 @@
 #include "../nic/endpoints.hpp"
 #include "../nic/select.hpp"
 #include "detail/backend.hpp"
-#include "detail/engine_setup.hpp"
+#include "detail/engine_link.hpp"
 #include "detail/failures.hpp"
 #include "detail/nic_backend.hpp"
 #include "detail/proxy_thread.hpp"
@@ -286,8 +286,9 @@ class proxy_queue_host {
     l.claims = device_copy(std::vector<std::uint32_t>(depth, 0), l.pe, l.ring.device);
   }
 
-  /// The engine backend of every local PE (detail/engine_setup.hpp): an engine per PE, connected
-  /// and given every PE's heap slot through the world's bootstrap.
+  /// The engine backend of every local PE (detail/engine_setup.hpp, linked through
+  /// detail/engine_link.hpp): an engine per PE, connected and given every PE's heap slot through
+  /// the world's bootstrap.
   void set_up_engines(proxy_options const& options) {
     world& w = *world_;
     current_device_guard const keep;  // each PE's memory agent is made on its GPU
@@ -311,7 +312,7 @@ class proxy_queue_host {
                      paths_.begin() + static_cast<std::ptrdiff_t>((l->pe + 1) * npes));
       at.locals.push_back(std::move(p));
     }
-    engines_ = std::make_unique<proxy_engines>(at, options.engine, failures_);
+    engines_ = make_proxy_engines(at, options.engine, failures_);
     for (auto& l : locals_) l->ring.backends.insert(l->ring.backends.begin(), engines_->backend_for(l->pe));
   }
 
@@ -460,9 +461,9 @@ class proxy_queue_host {
   std::chrono::microseconds issue_delay_{0};
   std::uint32_t store_path_bytes_ = 0;
   mutable proxy_failures failures_;
-  std::vector<std::uint8_t> paths_;           // [from * npes + to]: proxy_path bits; empty: no network
-  std::unique_ptr<nic_endpoints> endpoints_;  // the NIC backends' NICs (before locals_: outlives their QPs, MRs)
-  std::unique_ptr<proxy_engines> engines_;    // the engine backends' engines (before locals_: outlive the backends)
+  std::vector<std::uint8_t> paths_;              // [from * npes + to]: proxy_path bits; empty: no network
+  std::unique_ptr<nic_endpoints> endpoints_;     // the NIC backends' NICs (before locals_: outlives their QPs, MRs)
+  std::unique_ptr<proxy_engines_base> engines_;  // the engine backends' engines (before locals_: outlive the backends)
   std::vector<std::unique_ptr<local>> locals_;
   std::vector<std::unique_ptr<proxy_thread>> threads_;  // after locals_: stopped before the rings go
 };

@@ -40,32 +40,12 @@
 #include "../state.hpp"
 #include "backend.hpp"
 #include "engine_backend.hpp"
+#include "engine_link.hpp"
 #include "failures.hpp"
 
 namespace gpucomm::detail {
 
-/// What the engines' set-up needs of the world.
-struct engine_world {
-  int npes = 0;
-  std::uint64_t slot_bytes = 0;  ///< every PE's heap slot size (the heap's stride)
-  struct local_pe {
-    int pe = 0;
-    int device = 0;
-    std::uint64_t slot = 0;            ///< its heap slot, as its commands name it
-    std::uint64_t* results = nullptr;  ///< its result slots (GPU memory), written by its agent
-    std::uint32_t result_slots = 0;
-    std::vector<std::uint8_t> paths;  ///< [peer]: proxy_path bits
-  };
-  std::vector<local_pe> locals;
-  /// The world's bootstrap: `bytes` from every process into `recv`, in process order.
-  std::function<void(void const* send, void* recv, std::size_t bytes)> allgather;
-  int processes = 1;
-  /// The memory agent of a local PE's GPU; unset: a cuda_memory_agent on `device`. (Tests without
-  /// a GPU give host_memory_agents over host-memory heaps.)
-  std::function<std::unique_ptr<engine::memory_agent>(int device)> make_agent;
-};
-
-class proxy_engines {
+class proxy_engines final : public proxy_engines_base {
  public:
   /// Sets up every local PE's engine (above); throws gpucomm::error on failure.
   proxy_engines(engine_world const& w, proxy_engine_options const& options, proxy_failures& failures)
@@ -135,7 +115,7 @@ class proxy_engines {
   proxy_engines& operator=(proxy_engines const&) = delete;
 
   /// PE pe's engine backend, for its ring (once per PE).
-  std::unique_ptr<proxy_backend> backend_for(int pe) {
+  std::unique_ptr<proxy_backend> backend_for(int pe) override {
     for (auto& p : pes_) {
       if (p->pe == pe) return make_proxy_backend<engine_backend>(*p->engine, *p->agent, std::move(p->at), *failures_);
     }
@@ -144,9 +124,9 @@ class proxy_engines {
   }
 
   /// How the engines move puts' and gets' bytes.
-  proxy_engine_data data() const noexcept { return data_; }
+  proxy_engine_data data() const noexcept override { return data_; }
   /// The engine's name (library and version), for messages.
-  std::string name() const { return pes_.empty() ? std::string() : pes_.front()->engine->name(); }
+  std::string name() const override { return pes_.empty() ? std::string() : pes_.front()->engine->name(); }
 
  private:
   struct per_pe {
