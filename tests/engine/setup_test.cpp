@@ -194,16 +194,6 @@ class world_share {
   std::unique_ptr<gd::proxy_thread> thread_;    // last: stops before the rings and engines go
 };
 
-command make(command_op op, int pe, std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
-  command c{};
-  c.op = op;
-  c.pe = pe;
-  c.dst = dst;
-  c.src = src;
-  c.bytes = bytes;
-  return c;
-}
-
 // Offsets in every slot: the signal counter, the atomic word, put_signal's flag per source PE;
 // far_memory: the sources of PE p's puts to PE t at sources_at + t * region_bytes, the gets'
 // destinations at gets_at + t * region_bytes.
@@ -225,19 +215,20 @@ void run_ops(world_share& w, int npes, std::function<void()> const& barrier, che
       std::uint64_t const src_at = far ? l->at(src_offset) : reinterpret_cast<std::uint64_t>(src);
       // The put into the first half of the region, the put_signal's data into the second half.
       std::uint64_t const region = l->at(static_cast<std::size_t>(l->pe + 1) * region_bytes);
-      l->post(make(command_op::put, to, region, src_at, region_bytes / 2));
-      command ps =
-          make(command_op::put_signal, to, region + region_bytes / 2, src_at + region_bytes / 2, region_bytes / 2);
+      l->post(rank_env::make(command_op::put, to, region, src_at, region_bytes / 2));
+      command ps = rank_env::make(command_op::put_signal, to, region + region_bytes / 2, src_at + region_bytes / 2,
+                                  region_bytes / 2);
       ps.signal = l->at(flags_at + 8 * static_cast<std::size_t>(l->pe));
       ps.value = 7;
       ps.signal_op = static_cast<std::uint8_t>(signal_op::set);
       l->post(ps);
-      command s = make(command_op::signal, to, 0, 0, 0);
+      command s = rank_env::make(command_op::signal, to, 0, 0, 0);
       s.signal = l->at(counter_at);
       s.value = 1;
       s.signal_op = static_cast<std::uint8_t>(signal_op::add);
       l->post(s);
-      command a = make(command_op::atomic, to, l->at(atomic_at), reinterpret_cast<std::uint64_t>(&l->results[to]), 8);
+      command a =
+          rank_env::make(command_op::atomic, to, l->at(atomic_at), reinterpret_cast<std::uint64_t>(&l->results[to]), 8);
       a.atomic_op = static_cast<std::uint8_t>(atomic_op::fetch_add);
       a.value = 1;
       l->post(a);
@@ -276,7 +267,7 @@ void run_ops(world_share& w, int npes, std::function<void()> const& barrier, che
       std::memset(back, 0x5A, region_bytes);
       std::uint64_t const back_at = far ? l->at(back_offset) : reinterpret_cast<std::uint64_t>(back);
       std::uint64_t const region = l->at(static_cast<std::size_t>(l->pe + 1) * region_bytes);
-      check(l->wait(l->post(make(command_op::get, to, back_at, region, region_bytes))), "a get completes");
+      check(l->wait(l->post(rank_env::make(command_op::get, to, back_at, region, region_bytes))), "a get completes");
       check(first_mismatch(back, seed_of(l->pe, to), region_bytes) == region_bytes,
             "PE " + std::to_string(l->pe) + " gets back what it put at PE " + std::to_string(to));
     }
@@ -340,7 +331,8 @@ int run_peer_killed(world_share& w, int me, int npes, std::function<void()> cons
   std::vector<std::byte> data(1u << 20);
   fill(data.data(), seed_of(me, victim), data.size());
   auto const put_to = [&](int pe) {
-    return l.post(make(command_op::put, pe, l.at(1u << 20), reinterpret_cast<std::uint64_t>(data.data()), data.size()));
+    return l.post(
+        rank_env::make(command_op::put, pe, l.at(1u << 20), reinterpret_cast<std::uint64_t>(data.data()), data.size()));
   };
   check(l.wait(put_to((me + 1) % npes)), "a put before the kill completes");
   barrier();
