@@ -12,8 +12,46 @@
 # agents (docs/guide/across_nodes.md, "GPU memory").
 #
 #   scripts/fetch-ucx.sh [DEST]     (default .deps/ucx; prints what it carries and its size)
+#
+# --cuda: a UCX built with CUDA support instead, which registers GPU memory (proxy_engine_data::
+# registered): PyPI's libucx-cu13 wheel (version GPUCOMM_UCX_WHEEL, default 1.22.0), downloaded
+# with pip and unpacked into DEST (default .deps/ucx-cuda) as DEST/libucx/{include,lib,bin}, each
+# library once (the wheel holds three copies of each; here one file and its links), static
+# libraries and documentation left out. Then
+#   cmake -S . -B build -DGPUCOMM_UCX_ROOT=$PWD/.deps/ucx-cuda/libucx
+#   LD_LIBRARY_PATH=$PWD/.deps/ucx-cuda/libucx/lib UCX_MODULE_DIR=$PWD/.deps/ucx-cuda/libucx/lib/ucx
+# (scripts/gpu-round.sh takes it with GPUCOMM_UCX_ROOT set so). Its CUDA transports load only where
+# libcuda and libnvidia-ml are (a GPU machine); elsewhere UCX runs without them.
+#
+#   scripts/fetch-ucx.sh --cuda [DEST]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--cuda" ]; then
+  dest=${2:-.deps/ucx-cuda}
+  version=${GPUCOMM_UCX_WHEEL:-1.22.0}
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  python3 -m pip download --quiet --no-deps --only-binary :all: -d "$work" "libucx-cu13==$version"
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$work"/libucx_cu13-*.whl "$dest"
+  root=$dest/libucx
+  [ -f "$root/lib/libucp.so.0.0.0" ] || { echo "fetch-ucx.sh: no libucp.so.0.0.0 in the wheel" >&2; exit 1; }
+  find "$root" \( -name '*.a' -o -name '*.la' \) -delete
+  rm -rf "$root/share" "$root/lib/cmake" "$root/bin/io_demo" "$root/bin/ucx_read_profile" \
+    "$root/bin/ucx_perftest_daemon" "$dest"/libucx_cu13.libs
+  # One file per library: libX.so.0.0.0, with libX.so.0 and libX.so links to it.
+  while IFS= read -r lib; do
+    dir=$(dirname "$lib") full=$(basename "$lib")
+    ln -sf "$full" "$dir/${full%.0.0}"
+    ln -sf "${full%.0.0}" "$dir/${full%.0.0.0}"
+  done < <(find "$root/lib" -name 'lib*.so.0.0.0')
+  echo "libucx-cu13 $version" > "$dest/PACKAGES"
+  echo "UCX with CUDA support carried in $dest ($(du -sh "$dest" | cut -f1)): libucx-cu13 $version"
+  root=$(cd "$root" && pwd)
+  echo "cmake: -DGPUCOMM_UCX_ROOT=$root; libraries: $root/lib; modules: $root/lib/ucx; tools: $root/bin"
+  exit 0
+fi
 dest=${1:-.deps/ucx}
 packages=(libucx0 libucx-dev libnuma1 ucx-utils)
 command -v apt-get > /dev/null && command -v dpkg-deb > /dev/null ||

@@ -25,7 +25,8 @@
 # NVLinkStore, coll_<transport> on the others), to split a round over two calls. Not in the default:
 # route_engine and coll_route_engine (route<NVLinkStore, ProxyQueue> over the network engine), which
 # exist only where CMake finds UCX (the system's, or one carried in .deps/ucx by
-# scripts/fetch-ucx.sh, which the configure step passes on as GPUCOMM_UCX_ROOT); and soak and
+# scripts/fetch-ucx.sh, which the configure step passes on as GPUCOMM_UCX_ROOT; GPUCOMM_UCX_ROOT set
+# in the environment names another, such as fetch-ucx.sh --cuda's); and soak and
 # soak_<transport>, the differential soak alone (gpucomm_gpu_soak[_<transport>]),
 # which builds fast; with GPUCOMM_SOAK_OPS set it runs long (docs/guide/reliability.md). In ctest's
 # names and labels: ops, coll, soak and the transport (nvlink for NVLinkStore).
@@ -324,7 +325,11 @@ configured() {
 if has_step build || { { has_step tests || has_step sanitize; } && ! configured; }; then
   prefix=()
   [ -d .deps/catch2/usr ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr")
-  [ -d .deps/ucx/usr ] && prefix+=(-DGPUCOMM_UCX_ROOT="$PWD/.deps/ucx/usr")
+  if [ -n "${GPUCOMM_UCX_ROOT:-}" ]; then
+    prefix+=(-DGPUCOMM_UCX_ROOT="$GPUCOMM_UCX_ROOT")
+  elif [ -d .deps/ucx/usr ]; then
+    prefix+=(-DGPUCOMM_UCX_ROOT="$PWD/.deps/ucx/usr")
+  fi
   gen=()
   [ -f "$build/CMakeCache.txt" ] || { command -v ninja >/dev/null 2>&1 && gen=(-G Ninja); }
   run configure cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" \
