@@ -322,6 +322,14 @@ void run_bad_options(int npes, std::vector<int> const& pes,
   ::unsetenv("GPUCOMM_PROXY_ENGINE_DATA");
   check(e.find("GPUCOMM_PROXY_ENGINE_DATA=bounce is not one of registered or agents") != std::string::npos,
         "GPUCOMM_PROXY_ENGINE_DATA misspelt: " + e);
+  if (processes > 1) {
+    // A bad option on one process only: every process gets its error, none waits in an exchange.
+    o = {};
+    if (pes.front() == 0) o.op_timeout = std::chrono::milliseconds(0);
+    e = attempt(o);
+    check(e.find("proxy_engine_options::op_timeout is 0 ms") != std::string::npos,
+          "a zero op_timeout on process 0 only, seen on every process: " + e);
+  }
 }
 
 int run_peer_killed(world_share& w, int me, int npes, std::function<void()> const& barrier, checker& check) {

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "../../../error.hpp"
+#include "../../../host/bootstrap.hpp"
 #include "../../engine/cuda_memory_agent.hpp"
 #include "../../engine/engine_hook.hpp"
 #include "../../engine/net_engine.hpp"
@@ -52,26 +53,32 @@ class proxy_engines final : public proxy_engines_base {
       : failures_(&failures) {
     int const first = w.locals.front().pe;
     std::string const who = "world::comm<ProxyQueue> (proxy_network::engine)";
-    auto const make = engine::require_net_engine(who, first);
-    auto const probe = engine::linked_net_engine_gpu_probe();
-    data_ = proxy_engine_data_from(options.data, probe != nullptr && probe(), first);
-    engine::net_engine_config config;
-    config.size = w.npes;
-    config.connect_timeout = proxy_engine_timeout_from(options.connect_timeout, "connect_timeout", first);
-    config.op_timeout = proxy_engine_timeout_from(options.op_timeout, "op_timeout", first);
-    config.data_through_agents = data_ == proxy_engine_data::agents;
-    for (auto const& l : w.locals) {
-      auto p = std::make_unique<per_pe>();
-      p->pe = l.pe;
-      if (w.make_agent)
-        p->agent = w.make_agent(l.device);
-      else
-        p->agent = std::make_unique<engine::cuda_memory_agent>(l.device);
-      config.rank = l.pe;
-      config.agent = p->agent.get();
-      p->engine = make(config);
-      pes_.push_back(std::move(p));
-    }
+    // The steps each process takes alone (its options, its engines) are agreed on before the first
+    // exchange, and its registrations before the second: one process's error is every process's,
+    // so none is left waiting in an exchange for one that gave up.
+    any_bootstrap agree(callback_bootstrap{0, w.processes, w.allgather, [] {}});
+    checked_on_every_rank(agree, who.c_str(), [&] {
+      auto const make = engine::require_net_engine(who, first);
+      auto const probe = engine::linked_net_engine_gpu_probe();
+      data_ = proxy_engine_data_from(options.data, probe != nullptr && probe(), first);
+      engine::net_engine_config config;
+      config.size = w.npes;
+      config.connect_timeout = proxy_engine_timeout_from(options.connect_timeout, "connect_timeout", first);
+      config.op_timeout = proxy_engine_timeout_from(options.op_timeout, "op_timeout", first);
+      config.data_through_agents = data_ == proxy_engine_data::agents;
+      for (auto const& l : w.locals) {
+        auto p = std::make_unique<per_pe>();
+        p->pe = l.pe;
+        if (w.make_agent)
+          p->agent = w.make_agent(l.device);
+        else
+          p->agent = std::make_unique<engine::cuda_memory_agent>(l.device);
+        config.rank = l.pe;
+        config.agent = p->agent.get();
+        p->engine = make(config);
+        pes_.push_back(std::move(p));
+      }
+    });
     // Addresses: every process's (PE, bytes) records; every engine connects to all of them.
     std::vector<std::vector<std::byte>> addresses(static_cast<std::size_t>(w.npes));
     std::vector<record> mine;
@@ -85,11 +92,13 @@ class proxy_engines final : public proxy_engines_base {
     connect_all(addresses);
     // Heap slots: registered, then (PE, base, bytes, key) to every process.
     mine.clear();
-    for (std::size_t i = 0; i < pes_.size(); ++i) {
-      auto const& l = w.locals[i];
-      auto key = pes_[i]->engine->register_memory(reinterpret_cast<void*>(l.slot), w.slot_bytes);
-      mine.push_back({l.pe, l.slot, w.slot_bytes, std::move(key)});
-    }
+    checked_on_every_rank(agree, who.c_str(), [&] {
+      for (std::size_t i = 0; i < pes_.size(); ++i) {
+        auto const& l = w.locals[i];
+        auto key = pes_[i]->engine->register_memory(reinterpret_cast<void*>(l.slot), w.slot_bytes);
+        mine.push_back({l.pe, l.slot, w.slot_bytes, std::move(key)});
+      }
+    });
     std::vector<record> const regions = exchange(w, mine);
     std::vector<std::uint64_t> bases(static_cast<std::size_t>(w.npes), 0);
     for (record const& r : regions) {
