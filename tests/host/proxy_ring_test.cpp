@@ -6,6 +6,7 @@
 // once the reader says so.
 #include <gpucomm/transport/proxy_queue/command_ring.cuh>
 #include <gpucomm/transport/proxy_queue/completion_window.hpp>
+#include <gpucomm/transport/proxy_queue/detail/proxy_thread.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -15,6 +16,7 @@
 #include <future>
 #include <memory>
 #include <random>
+#include <string>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -236,4 +238,29 @@ TEST_CASE("proxy completion window: completions in any order, a low-water mark i
   CHECK_THROWS_AS(w.read(total + 1), std::logic_error);  // out of order
   w.read(total);
   CHECK(w.complete(total) == total + 1);
+}
+
+TEST_CASE("proxy thread: a process that may run on one CPU is warned, naming it", "[proxy][ring]") {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) ++first;
+  // On a thread of its own, so that this thread's CPU set stays as it was.
+  std::string alone, wide;
+  std::thread([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+    alone = gpucomm::detail::one_cpu_warning();
+  }).join();
+  CHECK(alone.find("may run on CPU " + std::to_string(first) + " only") != std::string::npos);
+  CHECK(alone.find("--bind-to none") != std::string::npos);
+  if (CPU_COUNT(&all) >= 2) {
+    std::thread([&] { wide = gpucomm::detail::one_cpu_warning(); }).join();
+    CHECK(wide.empty());
+  } else {
+    WARN("this process may run on one CPU only: the no-warning half is not checked");
+  }
 }

@@ -11,7 +11,10 @@
 //      polled on every pass) into the completion window, and publish its low-water mark as the
 //      ring's `completed` (reader step 4) when it moved.
 // A thread with nothing to do on any ring spins, yielding the CPU now and then: the latency of the
-// next command is what it is there for.
+// next command is what it is there for. It needs a core of its own: a process that may run on one
+// CPU only (a launcher binding each rank to a core, as Open MPI does for few ranks) has the thread
+// take turns with the program's threads, and each command waits for a time slice (hundreds of
+// microseconds); an unpinned thread warns of that once per process (one_cpu_warning()).
 
 #include <pthread.h>
 #include <sched.h>
@@ -19,7 +22,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +53,20 @@ struct proxy_ring {
   std::uint64_t published = 0;               // the `completed` last published
 };
 
+/// The warning an unpinned proxy thread started from the calling thread deserves, or "": whether
+/// the calling thread (whose CPU set the new thread inherits) may run on one CPU only.
+inline std::string one_cpu_warning() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1) return {};
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &set)) ++cpu;
+  return "gpucomm: warning: this process may run on CPU " + std::to_string(cpu) +
+         " only, so ProxyQueue's proxy thread takes turns on it with the program's threads and each command "
+         "waits for a time slice (hundreds of microseconds). Let each process run on at least two cores (mpirun "
+         "--map-by slot:PE=2 or --bind-to none; srun --cpus-per-task=2).";
+}
+
 class proxy_thread {
  public:
   /// Commands read from one ring before the thread marks, polls and moves to the next ring.
@@ -55,6 +74,11 @@ class proxy_thread {
 
   /// Starts serving `rings`; pinned to `cpu` unless it is negative.
   proxy_thread(std::vector<proxy_ring*> rings, int cpu) : rings_(std::move(rings)) {
+    if (cpu < 0) {
+      static std::once_flag warned;
+      if (std::string const w = one_cpu_warning(); !w.empty())
+        std::call_once(warned, [&w] { std::fprintf(stderr, "%s\n", w.c_str()); });
+    }
     thread_ = std::thread([this] { run(); });
     if (cpu >= 0) {
       cpu_set_t set;
