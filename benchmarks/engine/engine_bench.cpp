@@ -9,7 +9,9 @@
 //   put_signal_lat  ping-pong of 8-byte put_signals, each rank waiting for the other's signal
 //                   before it answers; half the round trip, microseconds (median and average)
 //   ring_rtt        a nop posted to the ring until its completion is seen; microseconds
-// No GPU: the heap is host memory.
+// The heap is host memory, or with GPUCOMM_TEST_ENGINE_HEAP=cuda GPU 0's memory (a cuda_memory_agent
+// writes what arrives; puts by RMA need a UCX built with CUDA): then only put_bw and engine_put_bw
+// run, each rank checking the last put's bytes against the pattern it was sent.
 
 #include <mpi.h>
 
@@ -17,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -67,14 +70,26 @@ int main(int argc, char** argv) {
   gpucomm::callback_bootstrap boot{mpi->rank(), mpi->size(),
                                    [&](void const* s, void* r, std::size_t n) { mpi->allgather(s, r, n); },
                                    [&] { mpi->barrier(); }};
+  char const* heap_kind = std::getenv("GPUCOMM_TEST_ENGINE_HEAP");
+  bool const gpu_heap = heap_kind != nullptr && std::string_view(heap_kind) == "cuda";
   {
     rank_env::options o;
     o.heap_bytes = 80u << 20;
+    if (gpu_heap) o.gpu = 0;
     rank_env env(boot, o);
     int const me = env.rank();
     std::size_t const data_at = 1u << 20, src_at = 40u << 20;
-    fill(env.heap() + src_at, 42, 32u << 20);
+    env.fill_heap(src_at, 42, 32u << 20);
     boot.barrier();
+    // Rank 1 checks the bytes of the last put of a case: they are the source's pattern.
+    auto const check_last = [&](std::size_t size, long count) {
+      if (me != 1) return;
+      auto const got = env.read_heap(data_at + static_cast<std::size_t>((count - 1) % 8) * size, size);
+      if (std::size_t const bad = first_mismatch(got.data(), 42, size); bad != size) {
+        std::fprintf(stderr, "rank 1: %zu-byte puts: byte %zu differs from the source\n", size, bad);
+        rc = 1;
+      }
+    };
 
     struct bw_case {
       std::size_t size;
@@ -95,6 +110,7 @@ int main(int argc, char** argv) {
         emit("put_bw", c.size, c.count, static_cast<double>(c.size) * c.count / s / 1e6, "MB/s");
       }
       barrier_sleeping();
+      check_last(c.size, c.count);
     }
     // Straight to the engine: stop the proxy thread, drive the engine from this thread.
     std::vector<std::uint64_t> peer_base(2);
@@ -124,6 +140,7 @@ int main(int argc, char** argv) {
         barrier_sleeping();
         boot.barrier();
       } else {
+        env.fill_heap(data_at, 7, 8 * c.size);  // not the source's pattern: the puts must overwrite it
         // Rank 1 serves (over TCP, puts land inside its progress) until rank 0 is done.
         std::vector<gpucomm::engine::completion> done;
         MPI_Request r;
@@ -134,8 +151,14 @@ int main(int argc, char** argv) {
           MPI_Test(&r, &finished, MPI_STATUS_IGNORE);
         }
         boot.barrier();
+        check_last(c.size, c.count);
       }
     }
+  }
+  if (gpu_heap) {  // the ping-pong waits on heap words from the host: host memory only
+    mpi.reset();
+    MPI_Finalize();
+    return rc;
   }
   // The ping-pong and the ring round trip with a fresh proxy thread.
   {

@@ -18,7 +18,10 @@
 #include <thread>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
 #include <gpucomm/host/bootstrap.hpp>
+#include <gpucomm/transport/engine/cuda_memory_agent.hpp>
 #include <gpucomm/transport/engine/engine_hook.hpp>
 #include <gpucomm/transport/engine/memory_agent.hpp>
 #include <gpucomm/transport/proxy_queue/command_ring.cuh>
@@ -90,6 +93,34 @@ struct host_ring {
   }
 };
 
+/// The byte `i` of a test pattern named by `seed`: an independent reference (no engine, no memcpy).
+inline std::byte pattern(std::uint64_t seed, std::uint64_t i) {
+  std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + i;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return static_cast<std::byte>((z ^ (z >> 31)) & 0xFF);
+}
+inline void fill(std::byte* p, std::uint64_t seed, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = pattern(seed, i);
+}
+/// The first index where p differs from the pattern, or n.
+inline std::size_t first_mismatch(std::byte const* p, std::uint64_t seed, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (p[i] != pattern(seed, i)) return i;
+  return n;
+}
+/// Frees a test heap: host memory from aligned_alloc, or GPU memory from cudaMalloc.
+struct free_heap {
+  bool gpu = false;
+  void operator()(std::byte* p) const {
+    if (gpu) {
+      cudaFree(p);
+    } else {
+      std::free(p);
+    }
+  }
+};
+
 /// One rank's engine, heap, backend and proxy thread.
 class rank_env {
  public:
@@ -100,6 +131,9 @@ class rank_env {
     std::size_t registered_bytes = 0;
     std::chrono::microseconds agent_delay{};
     gpucomm::engine::memory_agent* agent = nullptr;  // null: a host_memory_agent with agent_delay
+    /// The CUDA device whose memory holds the heap (its agent a cuda_memory_agent unless `agent`
+    /// is given); negative: host memory. Only fill_heap() and read_heap() touch a GPU heap.
+    int gpu = -1;
     std::chrono::milliseconds op_timeout{20'000};
     std::chrono::milliseconds connect_timeout{10'000};
     /// Replaces every peer's address with a dead engine's (the unreachable-peer test).
@@ -109,10 +143,23 @@ class rank_env {
   rank_env(gpucomm::callback_bootstrap& boot, options o)
       : rank_(boot.rank()), size_(boot.size()), host_agent_(o.agent_delay) {
     heap_bytes_ = o.heap_bytes;
-    heap_.reset(static_cast<std::byte*>(std::aligned_alloc(4096, heap_bytes_)));
-    std::memset(heap_.get(), 0xA5, heap_bytes_);
+    if (o.gpu >= 0) {
+      void* p = nullptr;
+      if (cudaSetDevice(o.gpu) != cudaSuccess || cudaMalloc(&p, heap_bytes_) != cudaSuccess ||
+          cudaMemset(p, 0xA5, heap_bytes_) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+        std::fprintf(stderr, "rank %d: no heap of %zu bytes on GPU %d\n", rank_, heap_bytes_, o.gpu);
+        std::abort();
+      }
+      heap_ = std::unique_ptr<std::byte, free_heap>(static_cast<std::byte*>(p), free_heap{true});
+      gpu_agent_ = std::make_unique<gpucomm::engine::cuda_memory_agent>(o.gpu);
+    } else {
+      heap_.reset(static_cast<std::byte*>(std::aligned_alloc(4096, heap_bytes_)));
+      std::memset(heap_.get(), 0xA5, heap_bytes_);
+    }
     results_.assign(64, 0);
-    agent_ = o.agent ? o.agent : &host_agent_;
+    agent_ = o.agent      ? o.agent
+             : gpu_agent_ ? static_cast<gpucomm::engine::memory_agent*>(gpu_agent_.get())
+                          : &host_agent_;
     gpucomm::engine::net_engine_config config;
     config.rank = rank_;
     config.size = size_;
@@ -152,7 +199,7 @@ class rank_env {
     at.results = results_.data();
     at.result_slots = static_cast<std::uint32_t>(results_.size());
     proxy_ring_.pe = rank_;
-    proxy_ring_.device = -1;  // no GPU: the thread's cudaSetDevice fails, harmlessly
+    proxy_ring_.device = o.gpu;  // no GPU (-1): the thread's cudaSetDevice fails, harmlessly
     proxy_ring_.reader = gpucomm::proxy_queue::ring_reader(ring_.ring);
     proxy_ring_.failures = &failures_;
     proxy_ring_.backends.push_back(gpucomm::detail::make_proxy_backend<gpucomm::detail::engine_backend>(
@@ -172,7 +219,26 @@ class rank_env {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  /// The heap; in GPU memory with options::gpu (then fill_heap() and read_heap() reach it).
   std::byte* heap() const { return heap_.get(); }
+  bool heap_on_gpu() const { return heap_.get_deleter().gpu; }
+  /// Writes the test pattern `seed` into the heap's [at, at + n).
+  void fill_heap(std::size_t at, std::uint64_t seed, std::size_t n) {
+    if (!heap_on_gpu()) return fill(heap() + at, seed, n);
+    std::vector<std::byte> host(n);
+    fill(host.data(), seed, n);
+    if (cudaMemcpy(heap() + at, host.data(), n, cudaMemcpyHostToDevice) != cudaSuccess) std::abort();
+  }
+  /// The heap's [at, at + n), copied out.
+  std::vector<std::byte> read_heap(std::size_t at, std::size_t n) const {
+    std::vector<std::byte> out(n);
+    if (!heap_on_gpu()) {
+      std::memcpy(out.data(), heap() + at, n);
+    } else if (cudaMemcpy(out.data(), heap() + at, n, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      std::abort();
+    }
+    return out;
+  }
   std::uint64_t base() const { return reinterpret_cast<std::uint64_t>(heap_.get()); }
   std::uint64_t at(std::size_t offset) const { return base() + offset; }
   std::uint64_t result_slot(std::size_t i) const { return reinterpret_cast<std::uint64_t>(&results_[i]); }
@@ -216,14 +282,12 @@ class rank_env {
 
  private:
   int rank_, size_;
-  struct free_heap {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
   std::unique_ptr<std::byte, free_heap> heap_;
   std::size_t heap_bytes_ = 0;
   std::vector<std::uint64_t> results_;
   std::vector<std::uint64_t> bases_;
   gpucomm::engine::host_memory_agent host_agent_;
+  std::unique_ptr<gpucomm::engine::cuda_memory_agent> gpu_agent_;
   gpucomm::engine::memory_agent* agent_ = nullptr;
   std::unique_ptr<gpucomm::engine::net_engine> engine_;
   gpucomm::detail::proxy_failures failures_;
@@ -232,22 +296,6 @@ class rank_env {
   std::unique_ptr<gpucomm::detail::proxy_thread> thread_;
 };
 
-/// The byte `i` of a test pattern named by `seed`: an independent reference (no engine, no memcpy).
-inline std::byte pattern(std::uint64_t seed, std::uint64_t i) {
-  std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + i;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return static_cast<std::byte>((z ^ (z >> 31)) & 0xFF);
-}
-inline void fill(std::byte* p, std::uint64_t seed, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) p[i] = pattern(seed, i);
-}
-/// The first index where p differs from the pattern, or n.
-inline std::size_t first_mismatch(std::byte const* p, std::uint64_t seed, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (p[i] != pattern(seed, i)) return i;
-  return n;
-}
 /// Waits until the word at p, read with acquire, satisfies pred; false after `limit`.
 template <class Pred>
 bool wait_word(std::uint64_t* p, Pred pred, std::chrono::seconds limit = std::chrono::seconds(30)) {
