@@ -14,6 +14,12 @@ source), and the ratios the targets are stated in:
   put_signal_lat median / (1.5 x ucx_perftest ucp_put_lat median + ring_rtt median) (target <= 1);
   and the put bandwidth with puts through the memory agents (the bounce path) over that by RMA.
 bench_engine runs twice: puts by RMA, then through the agents (GPUCOMM_TEST_ENGINE_AGENTS=1).
+Where a GPU is visible (nvidia-smi -L), it runs again with the heaps in GPU 0's memory
+(GPUCOMM_TEST_ENGINE_HEAP=cuda; bandwidth rows only): through the agents always, by RMA (UCX
+registering the GPU memory) when the UCX on the path has CUDA (ucx_info -d lists cuda_copy).
+The ranks run unbound (mpirun --bind-to none): bound to a core each, as Open MPI binds two ranks
+by default, the test's thread and the proxy thread would take turns on it, and the latencies would
+measure the scheduler's time slices (about 300 us), not the proxy.
 """
 
 import argparse
@@ -75,25 +81,34 @@ def main():
     rows.append({"metric": "put_lat", "size": 8, "iterations": LAT_ITERATIONS, "value": avg, "median": p50,
                  "unit": "us", "source": "ucx_perftest ucp_put_lat"})
     bench = os.path.join(args.build, "benchmarks", "bench_engine")
-    command = ["mpirun", "-np", "2", "--oversubscribe", "--mca", "pml", "ob1", "--mca", "btl", "self,tcp", "--mca",
-               "btl_tcp_if_include", "lo", bench]
+    command = ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", "--mca", "pml", "ob1", "--mca", "btl",
+               "self,tcp", "--mca", "btl_tcp_if_include", "lo", bench]
+    gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
+        ["nvidia-smi", "-L"], capture_output=True).returncode == 0
+    ucx_cuda = "cuda_copy" in subprocess.run(["ucx_info", "-d"], capture_output=True, text=True).stdout
     # Puts by RMA (the default), then through the memory agents (the bounce path for memory UCX
-    # cannot register): the same cases, their rows told apart by source.
-    for agents in (False, True):
-        env = dict(os.environ, **UCX_ENV, **MPI_ENV, GPUCOMM_TEST_ENGINE_AGENTS="1" if agents else "0")
+    # cannot register): the same cases, their rows told apart by source; then in GPU memory.
+    runs = [("host", False), ("host", True)]
+    if gpu:
+        runs += [("cuda", False)] if ucx_cuda else []
+        runs += [("cuda", True)]
+    for heap, agents in runs:
+        env = dict(os.environ, **UCX_ENV, **MPI_ENV, GPUCOMM_TEST_ENGINE_AGENTS="1" if agents else "0",
+                   GPUCOMM_TEST_ENGINE_HEAP=heap)
         out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
         if out.returncode != 0:
             sys.exit(f"bench_engine failed ({out.returncode}):\n{out.stdout}{out.stderr}")
-        via = ", data through the agents" if agents else ""
+        via = (", GPU memory" if heap == "cuda" else "") + (", data through the agents" if agents else "")
         for line in out.stdout.splitlines():
             if line.startswith("{"):
                 alone = line.startswith('{"metric": "engine_')
                 rows.append(dict(json.loads(line), source=("gpucomm ucx_engine alone" if alone else
                                                            "gpucomm engine_backend (ring, proxy thread, UCX)") + via))
 
-    def find(metric, source_prefix, size, agents=False):
+    def find(metric, source_prefix, size, agents=False, gpu_memory=False):
         return next(r for r in rows if r["metric"] == metric and r["source"].startswith(source_prefix)
-                    and r["size"] == size and r["source"].endswith("through the agents") == agents)
+                    and r["size"] == size and r["source"].endswith("through the agents") == agents
+                    and ("GPU memory" in r["source"]) == gpu_memory)
 
     ratios = {}
     for size, _ in BW_CASES:
@@ -101,6 +116,10 @@ def main():
             find("put_bw", "gpucomm", size)["value"] / find("put_bw", "ucx_perftest", size)["value"], 3)
         ratios[f"put_bw through the agents / by RMA at {size} B"] = round(
             find("put_bw", "gpucomm", size, True)["value"] / find("put_bw", "gpucomm", size)["value"], 3)
+        if gpu:
+            ratios[f"put_bw GPU memory, through the agents / by RMA at {size} B"] = round(
+                find("put_bw", "gpucomm", size, True, True)["value"] / find("put_bw", "gpucomm", size, False, True)[
+                    "value"], 3) if ucx_cuda else None
     lat = find("put_signal_lat", "gpucomm", 8)["median"]
     bound = 1.5 * find("put_lat", "ucx_perftest", 8)["median"] + find("ring_rtt", "gpucomm", 0)["median"]
     ratios["put_signal_lat median / (1.5 x ucp_put_lat median + ring_rtt median)"] = round(lat / bound, 3)
@@ -114,7 +133,10 @@ def main():
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "commit": commit,
         "machine": {"cpus": os.cpu_count(), "ucx": subprocess.run(["ucx_info", "-v"], capture_output=True,
-                                                                  text=True).stdout.splitlines()[0].strip("# ")},
+                                                                  text=True).stdout.splitlines()[0].strip("# "),
+                    "ucx_cuda": ucx_cuda, "gpu": subprocess.run(
+                        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"], capture_output=True,
+                        text=True).stdout.strip() if gpu else None},
         "environment": UCX_ENV,
         "command": "benchmarks/engine/smoke.py --build BUILD" + (" --out " + args.out if args.out else ""),
         "targets": {"put_bw/ucx_perftest": ">= 0.8", "put_signal_lat bound ratio": "<= 1"},
