@@ -16,7 +16,8 @@ source), and the ratios the targets are stated in:
 bench_engine runs twice: puts by RMA, then through the agents (GPUCOMM_TEST_ENGINE_AGENTS=1).
 Where a GPU is visible (nvidia-smi -L), it runs again with the heaps in GPU 0's memory
 (GPUCOMM_TEST_ENGINE_HEAP=cuda; bandwidth rows only): through the agents always, by RMA (UCX
-registering the GPU memory) when the UCX on the path has CUDA (ucx_info -d lists cuda_copy).
+registering the GPU memory; UCX_TLS gains cuda_copy) when the UCX on the path has CUDA (ucx_info -d
+lists cuda_copy).
 The ranks run unbound (mpirun --bind-to none): bound to a core each, as Open MPI binds two ranks
 by default, the test's thread and the proxy thread would take turns on it, and the latencies would
 measure the scheduler's time slices (about 300 us), not the proxy.
@@ -95,6 +96,8 @@ def main():
     for heap, agents in runs:
         env = dict(os.environ, **UCX_ENV, **MPI_ENV, GPUCOMM_TEST_ENGINE_AGENTS="1" if agents else "0",
                    GPUCOMM_TEST_ENGINE_HEAP=heap)
+        if heap == "cuda" and ucx_cuda:  # GPU memory crosses through UCX's cuda_copy as well
+            env["UCX_TLS"] = UCX_ENV["UCX_TLS"] + ",cuda_copy"
         out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
         if out.returncode != 0:
             sys.exit(f"bench_engine failed ({out.returncode}):\n{out.stdout}{out.stderr}")
