@@ -40,6 +40,7 @@ if [ "${1:-}" = "--cuda" ]; then
   find "$root" \( -name '*.a' -o -name '*.la' \) -delete
   rm -rf "$root/share" "$root/lib/cmake" "$root/bin/io_demo" "$root/bin/ucx_read_profile" \
     "$root/bin/ucx_perftest_daemon" "$dest"/libucx_cu13.libs
+  chmod +x "$root"/bin/*  # zipfile keeps no modes
   # One file per library: libX.so.0.0.0, with libX.so.0 and libX.so links to it.
   while IFS= read -r lib; do
     dir=$(dirname "$lib") full=$(basename "$lib")
