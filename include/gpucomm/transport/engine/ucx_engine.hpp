@@ -36,6 +36,7 @@
 // Threading: the worker is UCS_THREAD_MODE_SINGLE: set-up on one thread, then every call from the
 // proxy thread.
 
+#include <cuda_runtime_api.h>
 #include <ucp/api/ucp.h>
 
 #include <chrono>
@@ -352,10 +353,40 @@ class ucx_engine final : public net_engine {
     return {errc::refused, std::string("the ") + what + " [" + hex(address) + ", +" + std::to_string(bytes) +
                                ") is not in memory rank " + std::to_string(peer) + " registered"};
   }
-  bool in_local_region(std::uint64_t address, std::uint64_t bytes) const {
+  local_region const* local_region_of(std::uint64_t address, std::uint64_t bytes) const {
     for (local_region const& r : local_regions_)
-      if (address >= r.base && address - r.base <= r.bytes && bytes <= r.bytes - (address - r.base)) return true;
-    return false;
+      if (address >= r.base && address - r.base <= r.bytes && bytes <= r.bytes - (address - r.base)) return &r;
+    return nullptr;
+  }
+  bool in_local_region(std::uint64_t address, std::uint64_t bytes) const {
+    return local_region_of(address, bytes) != nullptr;
+  }
+  /// Memory CUDA knows as its device's (or managed) is UCX's CUDA memory; anything else is host
+  /// memory, including every address of a process without a usable GPU.
+  static ucs_memory_type_t memory_type_of(void const* p) {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      cudaGetLastError();  // not sticky: clear it for the program's next CUDA call
+      return UCS_MEMORY_TYPE_HOST;
+    }
+    if (a.type == cudaMemoryTypeDevice) return UCS_MEMORY_TYPE_CUDA;
+    if (a.type == cudaMemoryTypeManaged) return UCS_MEMORY_TYPE_CUDA_MANAGED;
+    return UCS_MEMORY_TYPE_HOST;
+  }
+  /// Tells UCX, in the parameters callback_param() just made, what an RMA's local buffer is: its
+  /// memory handle where it lies in memory registered here, else its memory type. Left to guess,
+  /// UCX takes GPU memory it has not seen allocated (the heap's, mapped by the driver's virtual
+  /// memory calls) for host memory and reads it as such.
+  ucp_request_param_t const* with_local(ucp_request_param_t const* param, void const* buffer, std::size_t bytes) {
+    if (local_region const* r = local_region_of(reinterpret_cast<std::uint64_t>(buffer), bytes);
+        r != nullptr && r->memh != nullptr) {
+      param_.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+      param_.memh = r->memh;
+    } else {
+      param_.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+      param_.memory_type = memory_type_of(buffer);
+    }
+    return param;
   }
   static std::string hex(std::uint64_t v) {
     char b[24];

@@ -80,9 +80,11 @@ inline std::vector<std::byte> ucx_engine::register_memory(void* base, std::size_
     return {};
   }
   ucp_mem_map_params_t mp{};
-  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.field_mask =
+      UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
   mp.address = base;
   mp.length = bytes;
+  mp.memory_type = memory_type_of(base);  // a UCX without CUDA refuses GPU memory here, by name
   ucp_mem_h memh = nullptr;
   check_setup(ucp_mem_map(context_, &mp, &memh), "ucp_mem_map");
   void* packed = nullptr;
@@ -125,7 +127,7 @@ inline posted ucx_engine::put(int peer, void const* src, std::uint64_t dst, std:
   }
   std::uint64_t const serial = add_op(peer, kind_put, t);
   peer_state& ps = *peers_[static_cast<std::size_t>(peer)];
-  void* const r = ucp_put_nbx(ps.ep, src, bytes, dst, rkey, callback_param(serial, event_put));
+  void* const r = ucp_put_nbx(ps.ep, src, bytes, dst, rkey, with_local(callback_param(serial, event_put), src, bytes));
   if (posted p = started(r, serial, "ucp_put_nbx"); !p.ok()) return p;
   ps.unflushed.push_back(serial);
   return {};
@@ -145,8 +147,8 @@ inline posted ucx_engine::get(int peer, void* dst, std::uint64_t src, std::size_
     return p;
   }
   std::uint64_t const serial = add_op(peer, kind_get, t);
-  void* const r =
-      ucp_get_nbx(peers_[static_cast<std::size_t>(peer)]->ep, dst, bytes, src, rkey, callback_param(serial, event_get));
+  void* const r = ucp_get_nbx(peers_[static_cast<std::size_t>(peer)]->ep, dst, bytes, src, rkey,
+                              with_local(callback_param(serial, event_get), dst, bytes));
   if (posted p = started(r, serial, "ucp_get_nbx"); !p.ok()) return p;
   if (r == nullptr) complete(serial, errc::ok, {});
   return {};
