@@ -43,6 +43,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -69,6 +70,12 @@ class ucx_engine final : public net_engine {
       fail_setup("ucx_engine", "rank " + std::to_string(config_.rank) + " of " + std::to_string(config_.size));
     ucp_config_t* cfg = nullptr;
     check_setup(ucp_config_read(nullptr, nullptr, &cfg), "ucp_config_read");
+    // UCX registers the whole CUDA allocation around a range it is given by default, and finds
+    // none around the heap's (mapped by the driver's virtual memory calls: an empty range, which
+    // ucp_mem_map refuses). Registering just the range given works for every allocation. A
+    // setting from the environment wins; a UCX that has no such setting (before 1.14) is left as is.
+    if (std::getenv("UCX_MEMTYPE_REG_WHOLE_ALLOC_TYPES") == nullptr)
+      ucp_config_modify(cfg, "MEMTYPE_REG_WHOLE_ALLOC_TYPES", "");
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM;
