@@ -39,7 +39,9 @@ if [ "${1:-}" = "--cuda" ]; then
   [ -f "$root/lib/libucp.so.0.0.0" ] || { echo "fetch-ucx.sh: no libucp.so.0.0.0 in the wheel" >&2; exit 1; }
   find "$root" \( -name '*.a' -o -name '*.la' \) -delete
   rm -rf "$root/share" "$root/lib/cmake" "$root/bin/io_demo" "$root/bin/ucx_read_profile" \
-    "$root/bin/ucx_perftest_daemon" "$dest"/libucx_cu13.libs
+    "$root/bin/ucx_perftest_daemon"
+  # The libraries the wheel's tools link (ucx_perftest: OpenMP's runtime), where their RUNPATH
+  # ($ORIGIN/../../libucx_cu13.libs) finds them.
   chmod +x "$root"/bin/*  # zipfile keeps no modes
   # One file per library: libX.so.0.0.0, with libX.so.0 and libX.so links to it.
   while IFS= read -r lib; do
