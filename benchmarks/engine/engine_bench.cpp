@@ -81,7 +81,12 @@ int main(int argc, char** argv) {
     std::size_t const data_at = 1u << 20, src_at = 40u << 20;
     env.fill_heap(src_at, 42, 32u << 20);
     boot.barrier();
-    // Rank 1 checks the bytes of the last put of a case: they are the source's pattern.
+    // Rank 1 poisons the puts' destinations before a case (a pattern not the source's; both ranks
+    // then meet, so no put lands before it) and checks the bytes of its last put after it.
+    auto const poison = [&](std::size_t size) {
+      if (me == 1) env.fill_heap(data_at, 7, 8 * size);
+      boot.barrier();
+    };
     auto const check_last = [&](std::size_t size, long count) {
       if (me != 1) return;
       auto const got = env.read_heap(data_at + static_cast<std::size_t>((count - 1) % 8) * size, size);
@@ -96,6 +101,7 @@ int main(int argc, char** argv) {
       long count;
     };
     for (bw_case const c : {bw_case{65536, 2000}, bw_case{1u << 20, 200}, bw_case{4u << 20, 50}}) {
+      poison(c.size);
       auto const put = [&](long i) {
         return rank_env::make(command_op::put, 1, env.at(data_at + (i % 8) * c.size), env.at(src_at), c.size);
       };
@@ -118,6 +124,7 @@ int main(int argc, char** argv) {
     boot.allgather(&mine, peer_base.data(), sizeof mine);
     env.stop();
     for (bw_case const c : {bw_case{65536, 2000}, bw_case{1u << 20, 200}, bw_case{4u << 20, 50}}) {
+      poison(c.size);
       if (me == 0) {
         std::vector<gpucomm::engine::completion> done;
         auto const run = [&](long n) {
@@ -140,7 +147,6 @@ int main(int argc, char** argv) {
         barrier_sleeping();
         boot.barrier();
       } else {
-        env.fill_heap(data_at, 7, 8 * c.size);  // not the source's pattern: the puts must overwrite it
         // Rank 1 serves (over TCP, puts land inside its progress) until rank 0 is done.
         std::vector<gpucomm::engine::completion> done;
         MPI_Request r;
