@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Smoke benchmark of ProxyQueue's engine backend over UCX, next to UCX's own ucx_perftest on the
-same path in the same run: TCP over the loopback interface (UCX_TLS=tcp,self, UCX_NET_DEVICES=lo),
-two processes on one machine, no GPU. A smoke run: it says whether the proxy path adds overhead to
-the engine, not what a network delivers.
+same path in the same run (its endpoints detecting a failed peer, -e, as the engine's do; and
+without, for what that costs UCX): TCP over the loopback interface (UCX_TLS=tcp,self,
+UCX_NET_DEVICES=lo), two processes on one machine. A smoke run: it says whether the proxy path adds
+overhead to the engine, not what a network delivers.
 
   benchmarks/engine/smoke.py --build BUILD [--out RESULTS.json]
 
@@ -40,16 +41,19 @@ BW_CASES = [(65536, 2000), (1 << 20, 200), (4 << 20, 50)]
 LAT_ITERATIONS = 2000
 
 
-def perftest(test, size, iterations, port):
-    """ucx_perftest's Final line as (p50 overhead us, average overhead us, bandwidth MB/s)."""
+def perftest(test, size, iterations, port, error_handling):
+    """ucx_perftest's Final line as (p50 overhead us, average overhead us, bandwidth MB/s); with
+    error_handling, its endpoints detect a failed peer (-e), as the engine's do."""
     env = dict(os.environ, **UCX_ENV)
-    server = subprocess.Popen(["ucx_perftest", "-p", str(port)], env=env, stdout=subprocess.DEVNULL,
+    e = ["-e"] if error_handling else []
+    server = subprocess.Popen(["ucx_perftest", "-p", str(port)] + e, env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
         for _ in range(50):
             time.sleep(0.1)
             out = subprocess.run(["ucx_perftest", "127.0.0.1", "-p", str(port), "-t", test, "-s", str(size), "-n",
-                                  str(iterations), "-w", "10"], env=env, capture_output=True, text=True, timeout=300)
+                                  str(iterations), "-w", "10"] + e, env=env, capture_output=True, text=True,
+                                 timeout=300)
             final = [line for line in out.stdout.splitlines() if line.startswith("Final:")]
             if final:
                 f = final[0].split()
@@ -73,14 +77,19 @@ def main():
                    stdout=subprocess.DEVNULL)
     rows = []
     port = 13600 + os.getpid() % 1000
-    for size, n in BW_CASES:
+    # The reference is UCX's benchmark with endpoints that detect a failed peer (-e), as the
+    # engine's do (the same path); without it, for what failure detection costs UCX itself.
+    for error_handling in (True, False):
+        how = "" if error_handling else ", endpoints without error handling"
+        for size, n in BW_CASES:
+            port += 1
+            _, _, bw = perftest("ucp_put_bw", size, n, port, error_handling)
+            rows.append({"metric": "put_bw", "size": size, "iterations": n, "value": round(bw, 3), "unit": "MB/s",
+                         "source": "ucx_perftest ucp_put_bw" + how})
         port += 1
-        _, _, bw = perftest("ucp_put_bw", size, n, port)
-        rows.append({"metric": "put_bw", "size": size, "iterations": n, "value": round(bw, 3), "unit": "MB/s",
-                     "source": "ucx_perftest ucp_put_bw"})
-    p50, avg, _ = perftest("ucp_put_lat", 8, LAT_ITERATIONS, port + 1)
-    rows.append({"metric": "put_lat", "size": 8, "iterations": LAT_ITERATIONS, "value": avg, "median": p50,
-                 "unit": "us", "source": "ucx_perftest ucp_put_lat"})
+        p50, avg, _ = perftest("ucp_put_lat", 8, LAT_ITERATIONS, port, error_handling)
+        rows.append({"metric": "put_lat", "size": 8, "iterations": LAT_ITERATIONS, "value": avg, "median": p50,
+                     "unit": "us", "source": "ucx_perftest ucp_put_lat" + how})
     bench = os.path.join(args.build, "benchmarks", "bench_engine")
     command = ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", "--mca", "pml", "ob1", "--mca", "btl",
                "self,tcp", "--mca", "btl_tcp_if_include", "lo", bench]
@@ -111,7 +120,7 @@ def main():
     def find(metric, source_prefix, size, agents=False, gpu_memory=False):
         return next(r for r in rows if r["metric"] == metric and r["source"].startswith(source_prefix)
                     and r["size"] == size and r["source"].endswith("through the agents") == agents
-                    and ("GPU memory" in r["source"]) == gpu_memory)
+                    and ("GPU memory" in r["source"]) == gpu_memory and "without error handling" not in r["source"])
 
     ratios = {}
     for size, _ in BW_CASES:
