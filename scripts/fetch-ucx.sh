@@ -40,8 +40,9 @@ if [ "${1:-}" = "--cuda" ]; then
   find "$root" \( -name '*.a' -o -name '*.la' \) -delete
   rm -rf "$root/share" "$root/lib/cmake" "$root/bin/io_demo" "$root/bin/ucx_read_profile" \
     "$root/bin/ucx_perftest_daemon"
-  # The libraries the wheel's tools link (ucx_perftest: OpenMP's runtime), where their RUNPATH
-  # ($ORIGIN/../../libucx_cu13.libs) finds them.
+  # libucx_cu13.libs stays: the wheel's own libcudart and libgomp, which UCM's CUDA memory hooks
+  # (lib/ucx/libucm_cuda.so) and ucx_perftest find through their RUNPATH. Without the hooks UCX
+  # does not learn of CUDA allocations.
   chmod +x "$root"/bin/*  # zipfile keeps no modes
   # One file per library: libX.so.0.0.0, with libX.so.0 and libX.so links to it.
   while IFS= read -r lib; do
