@@ -11,7 +11,8 @@
 // Each part is one group-stride loop that takes two elements per thread at a time: both loads,
 // then both stores. Two is the depth put_bw chose against NVSHMEM (docs/contributing/benchmarks.md, "The copy
 // loop"): one element at a time falls behind once the source comes from HBM, and eight loads then
-// eight stores fall behind on small and medium sizes.
+// eight stores fall behind on small and medium sizes. copy_depth::deep (four) is for the
+// collectives' channel steps.
 //
 // Everything here is inline, the compiler free to unroll: out-of-line loops and copies cost
 // block-scope put_signal latency at 8-64 bytes.
@@ -27,10 +28,25 @@ namespace gpucomm::detail {
 #if defined(__CUDACC__)
 
 /// Copy `count` V-sized elements, element i by the group's thread i % size.
-template <class V, group G>
+/// Loads each thread keeps in flight in a group copy: two (pair), the default, or four (deep), for
+/// the collectives' channel steps, where a CTA of 1024 threads copies up to a few hundred KiB per
+/// step and two loads in flight leave it bound by the loads' latency.
+enum class copy_depth { pair, deep };
+
+template <class V, copy_depth Depth = copy_depth::pair, group G>
 __device__ GPUCOMM_FORCEINLINE void copy_vectors(G const& g, V* dst, V const* src, std::size_t count) {
   std::size_t const size = group_size(g);
   std::size_t i = group_rank(g);
+  if constexpr (Depth == copy_depth::deep) {
+    constexpr std::size_t k = 4;
+    for (; i + (k - 1) * size < count; i += k * size) {
+      V v[k];
+#pragma unroll
+      for (std::size_t j = 0; j < k; ++j) v[j] = src[i + j * size];
+#pragma unroll
+      for (std::size_t j = 0; j < k; ++j) dst[i + j * size] = v[j];
+    }
+  }
   for (; i + size < count; i += 2 * size) {
     V const first = src[i];
     V const second = src[i + size];
@@ -40,7 +56,7 @@ __device__ GPUCOMM_FORCEINLINE void copy_vectors(G const& g, V* dst, V const* sr
   if (i < count) dst[i] = src[i];
 }
 
-template <class V, group G>
+template <class V, copy_depth Depth = copy_depth::pair, group G>
 __device__ GPUCOMM_FORCEINLINE void copy_aligned_as(G const& g, unsigned char* dst, unsigned char const* src,
                                                     std::size_t bytes) {
   constexpr std::size_t width = sizeof(V);
@@ -49,7 +65,7 @@ __device__ GPUCOMM_FORCEINLINE void copy_aligned_as(G const& g, unsigned char* d
   std::size_t const count = (bytes - head) / width;
   std::size_t const tail_at = head + count * width;
   copy_vectors(g, dst, src, head);
-  copy_vectors(g, reinterpret_cast<V*>(dst + head), reinterpret_cast<V const*>(src + head), count);
+  copy_vectors<V, Depth>(g, reinterpret_cast<V*>(dst + head), reinterpret_cast<V const*>(src + head), count);
   copy_vectors(g, dst + tail_at, src + tail_at, bytes - tail_at);
 }
 
@@ -70,7 +86,7 @@ __device__ GPUCOMM_FORCEINLINE void with_widest_word(std::uintptr_t bits, F&& f)
 
 /// Copy `bytes` bytes from `src` to `dst` (which must not overlap), shared by g's threads.
 /// Either address may be local or a peer's mapping. Returns without synchronising the group.
-template <group G>
+template <copy_depth Depth = copy_depth::pair, group G>
 __device__ GPUCOMM_FORCEINLINE void group_copy(G const& g, void* dst, void const* src, std::size_t bytes) {
   auto* d = static_cast<unsigned char*>(dst);
   auto const* s = static_cast<unsigned char const*>(src);
@@ -87,7 +103,7 @@ __device__ GPUCOMM_FORCEINLINE void group_copy(G const& g, void* dst, void const
   }
   // Longer copies: the widest word for which both addresses are equally misaligned, with an
   // exact head and tail around the aligned body.
-  with_widest_word(d_bits ^ s_bits, [&](auto word) { copy_aligned_as<decltype(word)>(g, d, s, bytes); });
+  with_widest_word(d_bits ^ s_bits, [&](auto word) { copy_aligned_as<decltype(word), Depth>(g, d, s, bytes); });
 }
 
 #endif  // __CUDACC__
