@@ -14,15 +14,15 @@
 // the right result. A wrong result ends the case with an error row (exit status 3).
 //
 // The headline is what a program gets with no tuning: the default team_workspace (64 parts of 16
-// KiB blocks) and the launchers' own choice, per call, of algorithm and launch shape (allreduce,
-// allgather, alltoall, reduce_scatter: packets in CTAs of 256 threads, 1 to 64 CTAs by size, up to
-// the packet limit; the round protocols: every part, up to the co-residency cap, in CTAs of 1024),
-// with programmatic dependent launch (PDL) where the workspace
-// allows it. The rows carry the CTAs and threads the launcher chose as `ctas` and `threads`, and
-// the workspace, the algorithm and PDL in the note. allreduce float32 also runs with PDL off
+// KiB blocks, automatic channel blocks) and the launchers' own choice, per call, of algorithm and launch shape
+// (allreduce, allgather, alltoall, reduce_scatter: packets in CTAs of 256 threads, 1 to 64 CTAs by size, up to the
+// packet limit; the round protocols: every part, up to the co-residency cap, in CTAs of 1024), with programmatic
+// dependent launch (PDL) where the workspace allows it. The rows carry the CTAs and threads the launcher chose as
+// `ctas` and `threads`, and the workspace, the algorithm and PDL in the note. allreduce float32 also runs with PDL off
 // (variant "float32-no-pdl") up to 1 MiB, where launch latency shows. GPUCOMM_BENCH_COLL_PARTS=k and
-// GPUCOMM_BENCH_COLL_BLOCK=bytes replace the workspace's parts or block (to sweep them by hand);
-// GPUCOMM_BENCH_COLL_PDL=0 turns PDL off for every row.
+// GPUCOMM_BENCH_COLL_BLOCK=bytes and GPUCOMM_BENCH_COLL_CHANNEL=bytes replace the workspace's parts,
+// block or channel block (to sweep them by hand); GPUCOMM_BENCH_COLL_PDL=0 turns PDL off for every
+// row; GPUCOMM_BENCH_COLL_ALGO=packets|one_shot|two_shot forces allreduce's algorithm.
 #include <cstdlib>
 #include <string>
 #include <memory>
@@ -52,6 +52,14 @@ __global__ void __launch_bounds__(1024)
 struct workspace_choice {
   int parts = gpucomm::workspace_options{}.parts;
   std::size_t block_bytes = gpucomm::workspace_options{}.block_bytes;
+  std::size_t channel_block_bytes = 0;  // automatic
+  bool is_default() const {
+    gpucomm::workspace_options const d;
+    return parts == d.parts && block_bytes == d.block_bytes && channel_block_bytes == d.channel_block_bytes;
+  }
+  gpucomm::workspace_options options() const {
+    return {.block_bytes = block_bytes, .parts = parts, .channel_block_bytes = channel_block_bytes};
+  }
 };
 
 std::size_t env_size(char const* name) {
@@ -64,7 +72,36 @@ workspace_choice choose_workspace() {
   workspace_choice c;
   if (std::size_t const p = env_size("GPUCOMM_BENCH_COLL_PARTS")) c.parts = static_cast<int>(p);
   if (std::size_t const b = env_size("GPUCOMM_BENCH_COLL_BLOCK")) c.block_bytes = b;
+  if (std::size_t const b = env_size("GPUCOMM_BENCH_COLL_CHANNEL")) c.channel_block_bytes = b;
   return c;
+}
+
+/// The allreduce algorithm the run asks for: automatic, or GPUCOMM_BENCH_COLL_ALGO's (packets,
+/// one_shot, two_shot), to place the automatic choice's crossovers by hand.
+gpucomm::allreduce_algorithm forced_allreduce() {
+  char const* v = std::getenv("GPUCOMM_BENCH_COLL_ALGO");
+  std::string const a = v ? v : "";
+  if (a == "packets") return gpucomm::allreduce_algorithm::packets;
+  if (a == "one_shot") return gpucomm::allreduce_algorithm::one_shot;
+  if (a == "two_shot") return gpucomm::allreduce_algorithm::two_shot;
+  if (!a.empty() && a != "automatic")
+    throw bench::failure("GPUCOMM_BENCH_COLL_ALGO=" + a + ": automatic, packets, one_shot or two_shot");
+  return gpucomm::allreduce_algorithm::automatic;
+}
+
+/// Calls f.template operator()<A>() with A the run's allreduce algorithm as a template argument.
+template <class F>
+void with_allreduce_algorithm(F&& f) {
+  switch (forced_allreduce()) {
+    case gpucomm::allreduce_algorithm::packets:
+      return f.template operator()<gpucomm::allreduce_algorithm::packets>();
+    case gpucomm::allreduce_algorithm::one_shot:
+      return f.template operator()<gpucomm::allreduce_algorithm::one_shot>();
+    case gpucomm::allreduce_algorithm::two_shot:
+      return f.template operator()<gpucomm::allreduce_algorithm::two_shot>();
+    default:
+      return f.template operator()<gpucomm::allreduce_algorithm::automatic>();
+  }
 }
 
 /// Whether the run allows PDL (GPUCOMM_BENCH_COLL_PDL=0 turns it off).
@@ -98,11 +135,10 @@ void collective_sweep(bench::session& s, gpucomm::world& w, gpucomm::team_worksp
   std::string const variant =
       std::string(coll::type_name<T>()) + (skewed ? "-skewed" : "") + (pdl || !pdl_allowed() ? "" : "-no-pdl");
   std::string const workspace_note = std::to_string(ws.parts()) + " parts x " +
-                                     std::to_string(ws.block_bytes() / bench::KiB) + " KiB blocks" +
-                                     (choose_workspace().parts == gpucomm::workspace_options{}.parts &&
-                                              choose_workspace().block_bytes == gpucomm::workspace_options{}.block_bytes
-                                          ? " (the default)"
-                                          : "");
+                                     std::to_string(ws.block_bytes() / bench::KiB) + " KiB blocks, " +
+                                     std::to_string(ws.channel_block_bytes() / bench::KiB) + " KiB channel blocks" +
+                                     (choose_workspace().is_default() ? " (the default)" : "");
+  gpucomm::allreduce_algorithm const requested = forced_allreduce();
 
   for (std::size_t const size : coll::sizes(o, max_bytes)) {
     coll::shape const sh = coll::shape_of(k, size, sizeof(T), npes, skewed);
@@ -119,8 +155,9 @@ void collective_sweep(bench::session& s, gpucomm::world& w, gpucomm::team_worksp
                       : "channel steps";
     }
     if constexpr (k == op::allreduce) {
-      launch = gpucomm::allreduce_launch_shape<T, Tr>(ws, sh.count);
-      switch (gpucomm::detail::chosen_allreduce<Tr, T>(gpucomm::allreduce_algorithm::automatic, sh.count, npes)) {
+      with_allreduce_algorithm(
+          [&]<gpucomm::allreduce_algorithm A>() { launch = gpucomm::allreduce_launch_shape<T, Tr, A>(ws, sh.count); });
+      switch (gpucomm::detail::chosen_allreduce<Tr, T>(requested, sh.count, npes)) {
         case gpucomm::allreduce_algorithm::packets:
           algorithm = "packets";
           break;
@@ -143,7 +180,10 @@ void collective_sweep(bench::session& s, gpucomm::world& w, gpucomm::team_worksp
     where.note =
         std::string(k == op::alltoallv ? "device gpucomm::alltoallv, one CTA per part" : "host launcher gpucomm::") +
         (k == op::alltoallv ? "" : coll::name(k)) +
-        (k == op::allreduce ? " (allreduce_algorithm::automatic: the library chose " + algorithm + ")" : "") +
+        (k == op::allreduce ? requested == gpucomm::allreduce_algorithm::automatic
+                                  ? " (allreduce_algorithm::automatic: the library chose " + algorithm + ")"
+                                  : " (allreduce_algorithm::" + algorithm + ", forced by GPUCOMM_BENCH_COLL_ALGO)"
+                            : "") +
         (data ? " (the library chose " + algorithm + ")" : "") +
         (k == op::allreduce || k == op::reduce_scatter ? ", sum" : "") + ", out of place; " +
         std::to_string(launch.ctas) + " CTA(s) of " + std::to_string(launch.threads) +
@@ -177,7 +217,9 @@ void collective_sweep(bench::session& s, gpucomm::world& w, gpucomm::team_worksp
         T* const d = dst[pe].get();
         T const* const x = src[pe].get();
         if constexpr (k == op::allreduce) {
-          gpucomm::allreduce<Tr>(w, ws, pe, d, x, sh.count, gpucomm::reduction::sum{}, st);
+          with_allreduce_algorithm([&]<gpucomm::allreduce_algorithm A>() {
+            gpucomm::allreduce<Tr, A>(w, ws, pe, d, x, sh.count, gpucomm::reduction::sum{}, st);
+          });
         } else if constexpr (k == op::allgather) {
           gpucomm::allgather<Tr>(w, ws, pe, d, x, sh.count, st);
         } else if constexpr (k == op::alltoall) {
@@ -236,9 +278,7 @@ void collective_sweep(bench::session& s, gpucomm::world& w, gpucomm::team_worksp
 /// needs.
 gpucomm::world collective_world(int npes) {
   workspace_choice const c = choose_workspace();
-  std::size_t const workspace = gpucomm::collective_workspace::bytes(
-      npes, gpucomm::collective_workspace::round_block_bytes(c.block_bytes), c.parts);
-  return make_world(npes, 64 * bench::MiB + workspace);
+  return make_world(npes, 64 * bench::MiB + gpucomm::team_workspace::size_for(npes, c.options()));
 }
 
 template <op K>
@@ -248,7 +288,7 @@ void collective_case(bench::session& s) {
     throw bench::failure("at most " + std::to_string(coll::max_checked_ranks) + " PEs (exact reference sums)");
   gpucomm::world w = collective_world(o.npes);
   workspace_choice const c = choose_workspace();
-  gpucomm::team_workspace ws(w, w.team_world(), {.block_bytes = c.block_bytes, .parts = c.parts});
+  gpucomm::team_workspace ws(w, w.team_world(), c.options());
   std::size_t const max_bytes = coll::max_bytes(o, coll::full_max_bytes, coll::quick_max_bytes);
   collective_sweep<K, float>(s, w, ws, false, max_bytes, true);
   if constexpr (K == op::allreduce) {

@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,20 @@ constexpr std::size_t hidden = 8192;
 /// The unfused second kernel: CTA b normalises row b.
 __global__ void norm_rows(add_rmsnorm fn, bf16* x) {
   fn(cg::this_thread_block(), blockIdx.x, x + blockIdx.x * fn.hidden);
+}
+
+/// Calls f.template operator()<A>() with A the fused form's algorithm: automatic, or
+/// GPUCOMM_BENCH_COLL_ALGO's (packets or one_shot; allreduce_rows has no two_shot), to place its
+/// choice by hand.
+template <class F>
+void with_rows_algorithm(F&& f) {
+  char const* v = std::getenv("GPUCOMM_BENCH_COLL_ALGO");
+  std::string const a = v ? v : "";
+  if (a == "packets") return f.template operator()<gpucomm::allreduce_algorithm::packets>();
+  if (a == "one_shot") return f.template operator()<gpucomm::allreduce_algorithm::one_shot>();
+  if (!a.empty() && a != "automatic")
+    throw bench::failure("GPUCOMM_BENCH_COLL_ALGO=" + a + ": allreduce_rows takes automatic, packets or one_shot");
+  f.template operator()<gpucomm::allreduce_algorithm::automatic>();
 }
 
 float residual_value(std::size_t j) { return static_cast<float>(static_cast<int>(j % 13) - 6) / 4.f; }
@@ -67,11 +82,7 @@ void allreduce_rmsnorm(bench::session& s) {
   int const npes = o.npes;
   if (npes > coll::max_checked_ranks)
     throw bench::failure("at most " + std::to_string(coll::max_checked_ranks) + " PEs (exact reference sums)");
-  gpucomm::workspace_options const defaults{};
-  gpucomm::world w = make_world(
-      npes, 64 * bench::MiB +
-                gpucomm::collective_workspace::bytes(
-                    npes, gpucomm::collective_workspace::round_block_bytes(defaults.block_bytes), defaults.parts));
+  gpucomm::world w = make_world(npes, 64 * bench::MiB + gpucomm::team_workspace::size_for(npes, {}));
   // The unfused pair's second kernel is launched while the first runs and waits for the other
   // PEs: loaded now, since a lazy first load would wait for it (docs/design/architecture.md).
   w.prepare(norm_rows);
@@ -104,8 +115,11 @@ void allreduce_rmsnorm(bench::session& s) {
     int const calls = coll::calls_per_graph(bytes);
     gpucomm::launch_shape const plain = gpucomm::allreduce_launch_shape<bf16, Tr>(ws, n);
     for (bool const fused : {true, false}) {
-      gpucomm::launch_shape const launch =
-          fused ? gpucomm::allreduce_rows_launch_shape<bf16, Tr>(ws, tokens, hidden) : plain;
+      gpucomm::launch_shape launch = plain;
+      if (fused)
+        with_rows_algorithm([&]<gpucomm::allreduce_algorithm A>() {
+          launch = gpucomm::allreduce_rows_launch_shape<bf16, Tr, A>(ws, tokens, hidden);
+        });
       bench::row where = base_row<Tr>("allreduce_rmsnorm", npes);
       where.variant = fused ? "fused" : "unfused";
       where.scope = "block";
@@ -117,7 +131,11 @@ void allreduce_rmsnorm(bench::session& s) {
       where.note = std::to_string(tokens) + " x " + std::to_string(hidden) + " bf16, " +
                    (fused ? "gpucomm::allreduce_rows with the add_rmsnorm row function (one kernel)"
                           : "gpucomm::allreduce, then a norm kernel of one CTA per row") +
-                   "; the default workspace, the launchers' choices; " + std::to_string(calls) +
+                   "; the default workspace, the launchers' choices" +
+                   (fused && std::getenv("GPUCOMM_BENCH_COLL_ALGO")
+                        ? std::string(" (algorithm forced by GPUCOMM_BENCH_COLL_ALGO)")
+                        : std::string()) +
+                   "; " + std::to_string(calls) +
                    " calls per CUDA graph; time per call; every output element checked before and after timing";
       if (gpus < npes)
         where.note = "smoke: " + std::to_string(npes) + " PEs share " + std::to_string(gpus) + " GPU(s); " + where.note;
@@ -126,8 +144,10 @@ void allreduce_rmsnorm(bench::session& s) {
           buffers const& x = b[static_cast<std::size_t>(pe)];
           add_rmsnorm const fn{x.residual.get(), x.residual_out.get(), x.weight.get(), hidden, 1e-6f};
           if (fused) {
-            gpucomm::allreduce_rows<Tr>(w, ws, pe, x.out.get(), x.src.get(), tokens, hidden, gpucomm::reduction::sum{},
-                                        fn, st);
+            with_rows_algorithm([&]<gpucomm::allreduce_algorithm A>() {
+              gpucomm::allreduce_rows<Tr, A>(w, ws, pe, x.out.get(), x.src.get(), tokens, hidden,
+                                             gpucomm::reduction::sum{}, fn, st);
+            });
           } else {
             gpucomm::allreduce<Tr>(w, ws, pe, x.out.get(), x.src.get(), n, gpucomm::reduction::sum{}, st);
             BENCH_CUDA(cudaSetDevice(w.device(pe)));

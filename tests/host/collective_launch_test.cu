@@ -180,7 +180,8 @@ TEST_CASE("a view of a workspace's first parts: the same parts, in the same plac
   ws.members = {0, 1, 4, 0};
   ws.parts = 64;
   ws.block_bytes = 16 * KiB;
-  std::vector<unsigned char> memory(collective_workspace::bytes(4, ws.block_bytes, ws.parts));
+  ws.channel_block_bytes = 60 * KiB;
+  std::vector<unsigned char> memory(collective_workspace::bytes(4, ws.block_bytes, ws.channel_block_bytes, ws.parts));
   ws.base = gpucomm::sym_ptr<std::byte>(reinterpret_cast<std::byte*>(memory.data()));
   collective_workspace const few = ws.first_parts(8);
   CHECK(few.parts == 8);
@@ -188,6 +189,7 @@ TEST_CASE("a view of a workspace's first parts: the same parts, in the same plac
   for (int k = 0; k < 8; ++k) {
     CHECK(few.part(k).part_base(k) == ws.part_base(k));
     CHECK(few.part(k).packet_block(k, 3, 2) == ws.packet_block(k, 3, 2));
+    CHECK(few.part(k).channel_block(k, 3, 2, 1) == ws.channel_block(k, 3, 2, 1));
     CHECK(few.part(k).chosen_part() == k);
   }
   CHECK(ws.chosen_part() == 0);  // the whole view: one group, on part 0
@@ -197,12 +199,28 @@ TEST_CASE("a view of a workspace's first parts: the same parts, in the same plac
   CHECK(defaults.parts == 64);
   CHECK(defaults.block_bytes == 16 * KiB);
   CHECK(defaults.programmatic_launch);
+  CHECK(defaults.channel_block_bytes == 0);  // automatic
   for (int members = 1; members <= 8; ++members) {
     INFO(members << " members");
-    CHECK(collective_workspace::bytes(members, defaults.block_bytes, defaults.parts) <=
-          (std::size_t{64} << 20) + 64 * 256);
+    std::size_t const channel =
+        collective_workspace::automatic_channel_block_bytes(members, defaults.block_bytes, defaults.parts);
+    CHECK(collective_workspace::bytes(members, defaults.block_bytes, channel, defaults.parts) <=
+          (std::size_t{64} << 20));
+    CHECK(channel % (4 * KiB) == 0);
+    CHECK(channel >= defaults.block_bytes);
+    CHECK(channel <= collective_workspace::automatic_channel_block_most);
   }
-  CHECK(collective_workspace::bytes(8, defaults.block_bytes, defaults.parts) == 64 * (256 + 8 * 128 * KiB));
+  // The figures team_workspace.hpp states.
+  CHECK(collective_workspace::automatic_channel_block_bytes(2, 16 * KiB, 64) == 220 * KiB);
+  CHECK(collective_workspace::automatic_channel_block_bytes(3, 16 * KiB, 64) == 100 * KiB);
+  CHECK(collective_workspace::automatic_channel_block_bytes(4, 16 * KiB, 64) == 60 * KiB);
+  CHECK(collective_workspace::automatic_channel_block_bytes(8, 16 * KiB, 64) == 16 * KiB);
+  CHECK(collective_workspace::bytes(8, 16 * KiB, 16 * KiB, 64) == 64 * (256 + 4 * 8 * 16 * KiB + 4 * 7 * 16 * KiB));
+  // Few parts: the largest block; blocks past the budget: never below block_bytes (up to the largest).
+  CHECK(collective_workspace::automatic_channel_block_bytes(2, 16 * KiB, 4) == 256 * KiB);
+  CHECK(collective_workspace::automatic_channel_block_bytes(2, 1024 * KiB, 64) == 256 * KiB);
+  CHECK(collective_workspace::automatic_channel_block_bytes(4, 128 * KiB, 64) == 128 * KiB);
+  CHECK(collective_workspace::automatic_channel_block_bytes(1, 16 * KiB, 64) == 16 * KiB);
 }
 
 TEST_CASE("a workspace part's regions: disjoint, inside the part, blocks 128-byte aligned", "[collectives][launch]") {
@@ -213,23 +231,33 @@ TEST_CASE("a workspace part's regions: disjoint, inside the part, blocks 128-byt
       ws.members = {0, 1, members, 0};
       ws.parts = 3;
       ws.block_bytes = block;
+      ws.channel_block_bytes = 3 * block;
       ws.base = gpucomm::sym_ptr<std::byte>(reinterpret_cast<std::byte*>(std::uintptr_t{1} << 20));
       auto at = [&](void const* p) { return reinterpret_cast<std::uintptr_t>(p); };
       for (int k = 0; k < ws.parts; ++k) {
         std::uintptr_t const lo = at(ws.part_base(k));
-        std::uintptr_t const hi = lo + collective_workspace::part_bytes(members, block);
+        std::uintptr_t const hi = lo + collective_workspace::part_bytes(members, block, 3 * block);
         // [begin, end) of every region: the local line, the two flag arrays, every block of every slot.
         std::vector<std::pair<std::uintptr_t, std::uintptr_t>> regions;
         regions.push_back({at(ws.local_words(k)), at(ws.local_words(k)) + collective_workspace::line_bytes});
         regions.push_back({at(ws.flags(k)), at(ws.flags(k)) + 8u * members});
         regions.push_back({at(ws.channel_flags(k)), at(ws.channel_flags(k)) + 8u * members});
         for (int r = 0; r < members; ++r) {
+          for (std::uint64_t step = 0; step < 2; ++step) {
+            regions.push_back({at(ws.block(k, step, r)), at(ws.block(k, step, r)) + block});
+            regions.push_back({at(ws.packet_block(k, step, r)), at(ws.packet_block(k, step, r)) + block});
+          }
+        }
+        // Channel blocks: one per (sender, slot) at each receiver, never the receiver's own. The
+        // regions of one receiver must be disjoint; those of different receivers are the same offsets.
+        int const receiver = members / 2;
+        for (int from = 0; from < members; ++from) {
+          if (from == receiver) continue;
           for (std::uint64_t step = 0; step < 4; ++step) {
-            if (step < 2) regions.push_back({at(ws.block(k, step, r)), at(ws.block(k, step, r)) + block});
-            if (step < 2) regions.push_back({at(ws.packet_block(k, step, r)), at(ws.packet_block(k, step, r)) + block});
-            regions.push_back({at(ws.channel_block(k, step, r)), at(ws.channel_block(k, step, r)) + block});
-            CHECK(ws.channel_block(k, step + 4, r) == ws.channel_block(k, step, r));  // slot step % 4
-            CHECK(at(ws.channel_block(k, step, r)) % 128 == 0);
+            std::byte const* const b = ws.channel_block(k, step, from, receiver);
+            regions.push_back({at(b), at(b) + 3 * block});
+            CHECK(ws.channel_block(k, step + 4, from, receiver) == b);  // slot step % 4
+            CHECK(at(b) % 128 == 0);
           }
         }
         std::sort(regions.begin(), regions.end());

@@ -21,11 +21,13 @@ TEST_CASE("workspace layout: disjoint regions, aligned blocks and packet blocks,
         ws.members = {0, 1, size, 0};
         ws.parts = parts;
         ws.block_bytes = block;
-        std::vector<unsigned char> memory(collective_workspace::bytes(size, block, parts) + 128);
+        std::size_t const channel = 2 * block;
+        ws.channel_block_bytes = channel;
+        std::vector<unsigned char> memory(collective_workspace::bytes(size, block, channel, parts) + 128);
         // Align the fake base as the heap does (allocations are at least 128-byte aligned).
         auto const raw = reinterpret_cast<std::uintptr_t>(memory.data());
         ws.base = gpucomm::sym_ptr<std::byte>(reinterpret_cast<std::byte*>((raw + 127) / 128 * 128));
-        std::vector<int> owner(collective_workspace::bytes(size, block, parts), -1);
+        std::vector<int> owner(collective_workspace::bytes(size, block, channel, parts), -1);
         auto claim = [&](void const* p, std::size_t bytes, int who) {
           auto const at = static_cast<std::size_t>(static_cast<std::byte const*>(p) - ws.base.get());
           REQUIRE(at + bytes <= owner.size());
@@ -38,7 +40,7 @@ TEST_CASE("workspace layout: disjoint regions, aligned blocks and packet blocks,
         int region = 0;
         for (int k = 0; k < parts; ++k) {
           CHECK(ws.part_base(k) ==
-                ws.base.get() + static_cast<std::size_t>(k) * collective_workspace::part_bytes(size, block));
+                ws.base.get() + static_cast<std::size_t>(k) * collective_workspace::part_bytes(size, block, channel));
           CHECK(reinterpret_cast<std::uintptr_t>(ws.local_words(k)) % 64 == 0);
           claim(ws.local_words(k), 64, region++);
           CHECK(reinterpret_cast<std::uintptr_t>(ws.flags(k)) % 64 == 0);
@@ -49,6 +51,14 @@ TEST_CASE("workspace layout: disjoint regions, aligned blocks and packet blocks,
               claim(ws.block(k, round, r), block, region++);
               CHECK(reinterpret_cast<std::uintptr_t>(ws.packet_block(k, round, r)) % 128 == 0);
               claim(ws.packet_block(k, round, r), block, region++);
+            }
+          // Channel blocks, as receiver 0 holds them: one per other rank and slot.
+          for (std::uint64_t step : {8u, 9u, 10u, 11u})
+            for (int r = 1; r < size; ++r) {
+              CHECK(reinterpret_cast<std::uintptr_t>(ws.channel_block(k, step, r, 0)) % 128 == 0);
+              claim(ws.channel_block(k, step, r, 0), channel, region++);
+              // The same offsets, rotated, at every other receiver.
+              CHECK(ws.channel_block(k, step, r, 0) == ws.channel_block(k, step, (r + 1) % size, 1 % size));
             }
           CHECK(ws.packet_block(k, 7, 1 % size) == ws.packet_block(k, 3, 1 % size));
           // Rounds of equal parity share a slot.

@@ -155,7 +155,7 @@ template <class Op, class Tr, group G, class T, class Epilogue>
 __device__ void allreduce_two_shot_channels(comm<Tr> const& c, G const& g, round_context const& x, T* dst, T const* src,
                                             std::size_t n, Epilogue const& epilogue) {
   std::size_t const block = two_shot_block_size(n, x.size);
-  std::size_t const per_step = x.block_elements<T>();
+  std::size_t const per_step = x.channel_elements<T>();
   auto range = [&](int r) { return two_shot_block(n, block, r, x.part, x.ws.parts); };
   std::size_t const chunks = two_shot_chunks(n, x.size, x.part, x.ws.parts, per_step);
   // Chunk j of rank r's block share, in elements of the message.
@@ -172,7 +172,7 @@ __device__ void allreduce_two_shot_channels(comm<Tr> const& c, G const& g, round
         return round_send<T>{dst + folded.lo, folded.size()};
       },
       [&](std::size_t t, std::uint64_t step) {
-        auto block_of = [&](int r) { return reinterpret_cast<T const*>(x.ws.channel_block(x.part, step, r)); };
+        auto block_of = [&](int r) { return reinterpret_cast<T const*>(x.ws.channel_block(x.part, step, r, x.rank)); };
         if (t < chunks) {
           element_range const at = chunk(x.rank, t);
           fold_ranks<Op>(
@@ -182,7 +182,7 @@ __device__ void allreduce_two_shot_channels(comm<Tr> const& c, G const& g, round
         }
         for (int r = 0; r < x.size; ++r) {
           element_range const at = chunk(r, t - chunks);
-          if (r != x.rank) copy_elements(g, dst + at.lo, block_of(r), at.size());
+          if (r != x.rank) copy_elements<copy_depth::deep>(g, dst + at.lo, block_of(r), at.size());
         }
       },
       // The first allgather step pushes the last folded chunk when there is one chunk.

@@ -40,8 +40,10 @@
 //   packets    two more such slots, for the packet epochs of the load/store algorithms
 //              (collectives/detail/packets.cuh), used by epoch parity: 16-byte lines of 8 data
 //              bytes and the epoch's flag twice, so a block carries block_bytes / 2 bytes of data
-//   channel    four more, for the pipelined steps of the load/store algorithms
-//              (collectives/detail/channels.cuh), used by step modulo 4
+//   channel    four channel slots, for the pipelined steps of the load/store algorithms
+//   slots      (collectives/detail/channels.cuh), used by step modulo 4; each holds one block of
+//              `channel_block_bytes` per other team rank (none for this PE itself), in the order
+//              of the ranks after this one (channel_block)
 // Rounds only count up and no word is ever reset after set-up, so a collective may run again and
 // again in a CUDA graph (docs/guide/collectives.md: the round protocol).
 
@@ -65,6 +67,8 @@ struct collective_workspace {
   int part_index = -1;
   /// Bytes each member may send each other member per round: a multiple of 128.
   std::size_t block_bytes = 0;
+  /// Bytes each member may send each other member per channel step: a multiple of 128.
+  std::size_t channel_block_bytes = 0;
   /// This PE's workspace (symmetric: the same offset at every member).
   sym_ptr<std::byte> base;
 
@@ -73,9 +77,10 @@ struct collective_workspace {
   static constexpr std::size_t busy_word = 1;
   static constexpr std::size_t packet_round_word = 2;
   static constexpr std::size_t channel_step_word = 3;
-  /// Slots of a part: two for rounds, two for packet epochs, channel_slots for channel steps.
+  /// Slots of a part: two for rounds and two for packet epochs (blocks of block_bytes), and
+  /// channel_slots for channel steps (blocks of channel_block_bytes).
+  static constexpr std::size_t block_slots = 4;
   static constexpr std::size_t channel_slots = 4;
-  static constexpr std::size_t slots_per_part = 4 + channel_slots;
 
   /// Bytes of one part's flags: one word per member, whole lines.
   GPUCOMM_HD static constexpr std::size_t flags_bytes(int team_size) {
@@ -90,14 +95,21 @@ struct collective_workspace {
   GPUCOMM_HD static constexpr std::size_t slot_bytes(int team_size, std::size_t block_bytes) {
     return static_cast<std::size_t>(team_size) * block_bytes;
   }
+  /// Bytes of one channel slot: a block per other member.
+  GPUCOMM_HD static constexpr std::size_t channel_slot_bytes(int team_size, std::size_t channel_block_bytes) {
+    return static_cast<std::size_t>(team_size > 1 ? team_size - 1 : 0) * channel_block_bytes;
+  }
   /// Bytes of one part: its local line and flags, two slots for rounds, two for packet rounds,
   /// channel_slots for channel steps.
-  GPUCOMM_HD static constexpr std::size_t part_bytes(int team_size, std::size_t block_bytes) {
-    return slots_offset(team_size) + slots_per_part * slot_bytes(team_size, block_bytes);
+  GPUCOMM_HD static constexpr std::size_t part_bytes(int team_size, std::size_t block_bytes,
+                                                     std::size_t channel_block_bytes) {
+    return slots_offset(team_size) + block_slots * slot_bytes(team_size, block_bytes) +
+           channel_slots * channel_slot_bytes(team_size, channel_block_bytes);
   }
   /// Bytes of symmetric memory a workspace of `parts` parts needs at every member.
-  GPUCOMM_HD static constexpr std::size_t bytes(int team_size, std::size_t block_bytes, int parts = 1) {
-    return static_cast<std::size_t>(parts) * part_bytes(team_size, block_bytes);
+  GPUCOMM_HD static constexpr std::size_t bytes(int team_size, std::size_t block_bytes, std::size_t channel_block_bytes,
+                                                int parts) {
+    return static_cast<std::size_t>(parts) * part_bytes(team_size, block_bytes, channel_block_bytes);
   }
   /// The block size a request becomes: at least 128 bytes, rounded up to a multiple of 128 so that
   /// every block starts aligned for any element type and for 16-byte vectors.
@@ -106,8 +118,31 @@ struct collective_workspace {
     return (b + 127) / 128 * 128;
   }
 
+  /// Bytes per PE that the automatic channel block keeps a workspace within, where it can.
+  static constexpr std::size_t automatic_budget = std::size_t{64} << 20;
+  /// The largest automatic channel block: larger steps gain nothing measurable.
+  static constexpr std::size_t automatic_channel_block_most = std::size_t{256} << 10;
+  /// The channel block a workspace of `parts` parts of `block_bytes` blocks (already rounded) gets
+  /// for `team_size` members when none is asked for: the largest multiple of 4 KiB that keeps the
+  /// whole workspace within automatic_budget, at most automatic_channel_block_most, and never
+  /// below block_bytes (up to that most). Channel steps cost a few microseconds each whatever
+  /// they move, so larger blocks are what make large collectives fast.
+  GPUCOMM_HD static constexpr std::size_t automatic_channel_block_bytes(int team_size, std::size_t block_bytes,
+                                                                        int parts) {
+    std::size_t const most = automatic_channel_block_most;
+    std::size_t const least = block_bytes < most ? block_bytes : most;
+    if (team_size < 2 || parts < 1) return least;
+    std::size_t const rest =
+        static_cast<std::size_t>(parts) * (slots_offset(team_size) + block_slots * slot_bytes(team_size, block_bytes));
+    std::size_t const left = automatic_budget > rest ? automatic_budget - rest : 0;
+    std::size_t const fit = left / (channel_slots * static_cast<std::size_t>(parts) * (team_size - 1)) / 4096 * 4096;
+    return fit < least ? least : fit > most ? most : fit;
+  }
+
   /// Whether this is a usable view (made by team_workspace for a team).
-  GPUCOMM_HD constexpr bool valid() const noexcept { return members.valid() && block_bytes > 0 && base; }
+  GPUCOMM_HD constexpr bool valid() const noexcept {
+    return members.valid() && block_bytes > 0 && channel_block_bytes > 0 && base;
+  }
 
   /// The view of part k of the workspace (0 <= k < parts), for the group of the k-th CTA.
   GPUCOMM_HD constexpr collective_workspace part(int k) const noexcept {
@@ -127,7 +162,7 @@ struct collective_workspace {
 
   /// Where part k starts, at this PE.
   GPUCOMM_HD constexpr std::byte* part_base(int k) const noexcept {
-    return base.get() + static_cast<std::size_t>(k) * part_bytes(members.size, block_bytes);
+    return base.get() + static_cast<std::size_t>(k) * part_bytes(members.size, block_bytes, channel_block_bytes);
   }
   /// The local words of part k.
   GPUCOMM_HD std::uint64_t* local_words(int k) const noexcept { return reinterpret_cast<std::uint64_t*>(part_base(k)); }
@@ -151,11 +186,14 @@ struct collective_workspace {
            static_cast<std::size_t>(2 + (round & 1)) * slot_bytes(members.size, block_bytes) +
            static_cast<std::size_t>(r) * block_bytes;
   }
-  /// Part k's channel block of team rank r in the channel slot of step `step`, at this PE.
-  GPUCOMM_HD constexpr std::byte* channel_block(int k, std::uint64_t step, int r) const noexcept {
-    return part_base(k) + slots_offset(members.size) +
-           static_cast<std::size_t>(4 + step % channel_slots) * slot_bytes(members.size, block_bytes) +
-           static_cast<std::size_t>(r) * block_bytes;
+  /// Part k's channel block that team rank `from` writes at team rank `at` in the channel slot of
+  /// step `step` (from != at), as an offset at every member: at's slot holds the blocks of the
+  /// ranks after it, at + 1 first.
+  GPUCOMM_HD constexpr std::byte* channel_block(int k, std::uint64_t step, int from, int at) const noexcept {
+    int const after = from > at ? from - at - 1 : from - at - 1 + members.size;
+    return part_base(k) + slots_offset(members.size) + block_slots * slot_bytes(members.size, block_bytes) +
+           static_cast<std::size_t>(step % channel_slots) * channel_slot_bytes(members.size, channel_block_bytes) +
+           static_cast<std::size_t>(after) * channel_block_bytes;
   }
 };
 

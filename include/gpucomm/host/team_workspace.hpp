@@ -2,17 +2,21 @@
 // team_workspace: the symmetric memory a team's collectives run in (collectives/workspace.hpp),
 // owned on the host; view(pe) is what kernels take.
 //
-//   gpucomm::team_workspace ws(w, w.team_world());                  // 64 parts of 16 KiB blocks
+//   gpucomm::team_workspace ws(w, w.team_world());                  // the defaults below
 //   gpucomm::team_workspace big(w, t, {.block_bytes = 1 << 20, .parts = 8});
 //   kernel<<<...>>>(w.comm<NVLinkStore>(pe), ws.view(pe), ...);
 //
-// Size: bytes per PE = parts x collective_workspace::part_bytes(team size, block_bytes), where
-// part_bytes = slots_offset(team size) + 8 x team size x block_bytes (two slots for rounds, two for
-// packet epochs and four for channel steps, a block per member each; slots_offset is 256 bytes up
-// to 8 members: a 64-byte local line and two flags per member). The default, 64 parts of 16 KiB
-// blocks, is 64 x (256 + 128 KiB x team size): 16 MiB for 2 members, 32 MiB for 4, 64 MiB (and
-// 16 KiB) for 8. It lets the host launchers run up to 64 CTAs per member (the packet protocol's
-// largest choice, collectives/launch_shape.hpp); a kernel of one group uses part 0 of it.
+// Size: bytes per PE = parts x collective_workspace::part_bytes(team size, block_bytes,
+// channel_block_bytes), where part_bytes = slots_offset(team size) + 4 x team size x block_bytes
+// (two slots for rounds and two for packet epochs, a block per member each) + 4 x (team size - 1) x
+// channel_block_bytes (four slots for channel steps, a block per other member each); slots_offset
+// is 256 bytes up to 8 members (a 64-byte local line and two flags per member). The default is 64
+// parts of 16 KiB blocks, with the automatic channel block
+// (collective_workspace::automatic_channel_block_bytes): the largest multiple of 4 KiB, at most
+// 256 KiB and at least block_bytes, that keeps the workspace within 64 MiB per PE: 220 KiB for 2
+// members (63 MiB in all), 100 KiB for 3, 60 KiB for 4, 16 KiB for 8 (60 MiB); above 8 members the
+// 16 KiB blocks alone pass 64 MiB. It lets the host launchers run up to 64 CTAs per member
+// (collectives/launch_shape.hpp); a kernel of one group uses part 0 of it.
 //
 // Construction and destruction are collective over the whole world, as allocation is (every
 // process, same order, same arguments): every PE gets the same symmetric memory, members and not.
@@ -43,6 +47,10 @@ struct workspace_options {
   /// Parts: the most groups that may share each collective (the multi-CTA form), so the most CTAs
   /// a host launcher runs per member.
   int parts = 64;
+  /// Bytes each member sends each other member per channel step (the pipelined steps of large
+  /// collectives on load/store transports; rounded up to a multiple of 128): 0 for the automatic
+  /// size above, which fills the default 64 MiB.
+  std::size_t channel_block_bytes = 0;
   /// Whether the host launchers launch with programmatic dependent launch (PDL): the kernel may
   /// start while the stream's previous kernel finishes, and waits for it (cudaGridDependency-
   /// Synchronize) before touching memory. Never used where members share a GPU (see
@@ -61,10 +69,11 @@ class team_workspace {
     view_.members = t;
     view_.parts = o.parts;
     view_.block_bytes = collective_workspace::round_block_bytes(o.block_bytes);
+    view_.channel_block_bytes = channel_block_for(t.size, o);
     members_per_gpu_ = detail::most_members_per_gpu(w, t);
     cta_limit_ = detail::co_residency_cap(smallest_gpu, members_per_gpu_);
     programmatic_ = o.programmatic_launch;
-    memory_ = w.alloc<std::byte>(collective_workspace::bytes(t.size, view_.block_bytes, o.parts));
+    memory_ = w.alloc<std::byte>(size_for(t.size, o));
     detail::current_device_guard const keep;
     for (int pe : w.local_pes()) {
       GPUCOMM_CUDA_CHECK(cudaSetDevice(w.device(pe)), pe);
@@ -86,9 +95,16 @@ class team_workspace {
   }
   team const& members() const noexcept { return view_.members; }
   std::size_t block_bytes() const noexcept { return view_.block_bytes; }
+  std::size_t channel_block_bytes() const noexcept { return view_.channel_block_bytes; }
   int parts() const noexcept { return view_.parts; }
   /// Symmetric bytes per PE.
   std::size_t size_bytes() const noexcept { return memory_.size_bytes(); }
+  /// The symmetric bytes per PE a workspace of `team_size` members made with `o` takes (its
+  /// size_bytes()): to size a world's heap before making one. o must be valid.
+  static std::size_t size_for(int team_size, workspace_options const& o) {
+    return collective_workspace::bytes(team_size, collective_workspace::round_block_bytes(o.block_bytes),
+                                       channel_block_for(team_size, o), o.parts);
+  }
   /// The most team members that share one GPU (1 when each has its own).
   int members_per_gpu() const noexcept { return members_per_gpu_; }
   /// The most CTAs a host launcher runs per member, whatever the parts: detail::co_residency_cap of
@@ -113,16 +129,28 @@ class team_workspace {
     if (o.parts < 1 || o.parts > 4096)
       throw error(call, pe, "parts " + std::to_string(o.parts) + " (at least 1, at most 4096)");
     if (o.block_bytes == 0) throw error(call, pe, "block_bytes 0", "give each round at least one byte");
-    // slots_per_part blocks per member per part: compared before the size_t product, which could wrap.
-    long double const need = static_cast<long double>(collective_workspace::slots_per_part) *
-                             static_cast<long double>(o.block_bytes) * t.size * o.parts;
+    // The slots' blocks per part, compared before the size_t product, which could wrap.
+    long double const blocks = static_cast<long double>(collective_workspace::block_slots) * o.block_bytes * t.size;
+    std::size_t const channel_block = channel_block_for(t.size, o);
+    long double const channel =
+        static_cast<long double>(collective_workspace::channel_slots) * channel_block * (t.size > 1 ? t.size - 1 : 0);
+    long double const need = (blocks + channel) * o.parts;
     if (need > static_cast<long double>(w.heap_capacity())) {
       throw error(call, pe,
-                  std::to_string(o.parts) + " parts of " + std::to_string(o.block_bytes) + "-byte blocks for " +
+                  std::to_string(o.parts) + " parts of " + std::to_string(o.block_bytes) + "-byte blocks and " +
+                      std::to_string(channel_block) + "-byte channel blocks" +
+                      (o.channel_block_bytes ? std::string() : std::string(" (automatic)")) + " for " +
                       std::to_string(t.size) + " members need more than the heap's " +
                       std::to_string(w.heap_capacity()) + " bytes",
                   "give smaller blocks or fewer parts: rounds of 64 KiB to a few MiB are what collectives use");
     }
+  }
+
+  /// The channel block: as asked (rounded up to a multiple of 128), or the automatic one.
+  static std::size_t channel_block_for(int team_size, workspace_options const& o) {
+    if (o.channel_block_bytes != 0) return collective_workspace::round_block_bytes(o.channel_block_bytes);
+    return collective_workspace::automatic_channel_block_bytes(
+        team_size, collective_workspace::round_block_bytes(o.block_bytes), o.parts);
   }
 
   /// Every process must pass the same team and options: the memory is symmetric and each member's
@@ -132,11 +160,12 @@ class team_workspace {
       team members;
       int parts;
       std::size_t block_bytes;
+      std::size_t channel_block_bytes;
     };
-    auto const all = w.bootstrap().allgather_value(arguments{t, o.parts, o.block_bytes});
+    auto const all = w.bootstrap().allgather_value(arguments{t, o.parts, o.block_bytes, o.channel_block_bytes});
     for (std::size_t r = 1; r < all.size(); ++r) {
       if (all[r].members != all[0].members || all[r].parts != all[0].parts ||
-          all[r].block_bytes != all[0].block_bytes) {
+          all[r].block_bytes != all[0].block_bytes || all[r].channel_block_bytes != all[0].channel_block_bytes) {
         throw error("team_workspace", static_cast<int>(r),
                     "the team or options differ from PE 0's: team slot " + std::to_string(all[r].members.slot) +
                         " of size " + std::to_string(all[r].members.size) + ", " + std::to_string(all[r].parts) +

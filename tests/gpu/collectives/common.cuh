@@ -383,6 +383,14 @@ inline std::string describe(coll_case const& c, char const* group) {
          group;
 }
 
+/// The cases' workspaces take channel blocks of their block_bytes unless they ask otherwise, so
+/// that small blocks make many channel steps as they make many rounds (the automatic channel block
+/// of team_workspace, which the tests of the default workspace cover, would make one step of most).
+inline workspace_options small_steps(workspace_options o) {
+  if (o.channel_block_bytes == 0) o.channel_block_bytes = o.block_bytes;
+  return o;
+}
+
 constexpr unsigned test_block = 256;  // threads per block; groups of every maker fit (bar64: 4 of them)
 constexpr std::size_t guard_elements = 8;
 
@@ -394,7 +402,7 @@ void check_collective(coll_case const& cc) {
   team const& t = cc.t;
   int const s = t.size;
   std::size_t const n_src = src_count(cc.k, s, cc.n), n_dst = dst_count(cc.k, s, cc.n);
-  team_workspace ws(w, t, cc.ws);
+  team_workspace ws(w, t, small_steps(cc.ws));
   auto src = w.alloc<T>(n_src + 1);
   auto dst = w.alloc<T>(n_dst + guard_elements);
   for (int pe : w.local_pes()) {

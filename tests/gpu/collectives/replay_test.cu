@@ -184,7 +184,17 @@ TEST_CASE("team_workspace refuses bad input", "[gpu][collectives][errors]") {
              Catch::Contains("parts 0"));
   CHECK_THAT(error_of([&] { team_workspace ws(w, w.team_world(), {.block_bytes = 0, .parts = 1}); }),
              Catch::Contains("block_bytes 0"));
+  CHECK_THAT(error_of([&] {
+               team_workspace ws(w, w.team_world(),
+                                 {.block_bytes = 256, .parts = 1, .channel_block_bytes = 1ull << 50});
+             }),
+             Catch::Contains("channel blocks"));
   team_workspace ws(w, w.team_world(), {.block_bytes = 1000, .parts = 2});
   CHECK(ws.block_bytes() == 1024);
-  CHECK(ws.size_bytes() == gpucomm::collective_workspace::bytes(w.npes(), 1024, 2));
+  std::size_t const channel = gpucomm::collective_workspace::automatic_channel_block_bytes(w.npes(), 1024, 2);
+  CHECK(ws.channel_block_bytes() == channel);
+  CHECK(ws.size_bytes() == gpucomm::collective_workspace::bytes(w.npes(), 1024, channel, 2));
+  CHECK(ws.size_bytes() == team_workspace::size_for(w.npes(), {.block_bytes = 1000, .parts = 2}));
+  team_workspace asked(w, w.team_world(), {.block_bytes = 1000, .parts = 2, .channel_block_bytes = 5000});
+  CHECK(asked.channel_block_bytes() == 5120);
 }

@@ -4,7 +4,8 @@
 //
 // A part's share of a collective goes in steps of at most one block per member. Step s:
 //   push      every thread stores its share of this member's block for member r (16-byte words
-//             where the addresses allow) straight into its block of r's channel slot s % 4, for
+//             where the addresses allow, several loads in flight) straight into its block of r's
+//             channel slot s % 4 (blocks of the workspace's channel_block_bytes), for
 //             every other member r in turn from the next rank on; the group syncs; the leader
 //             stores s into this member's channel flag at each of them with release semantics at
 //             system scope (one release per member and step, cumulative over the group's stores);
@@ -38,7 +39,8 @@ namespace detail {
 
 /// Runs `steps` channel steps on x's part (steps above): send(t, r) is this member's data for
 /// team rank r at step t (a round_send: nothing to send is a bare flag), complete(t, s) folds or
-/// copies step t once every member's block of it is here (x.ws.channel_block(x.part, s, r)).
+/// copies step t once every member's block of it is here (from rank r:
+/// x.ws.channel_block(x.part, s, r, x.rank), x.channel_elements<T>() elements at most).
 /// complete_first(t): step t's push reads what step t - 1 completes, so that completion runs
 /// before the push (t >= 1).
 template <class T, class Tr, group G, class Send, class Complete, class CompleteFirst>
@@ -61,12 +63,13 @@ __device__ void run_channel(comm<Tr> const& c, G const& g, round_context const& 
     // The slot is free at every member; the wait also syncs the group, so the stores below follow
     // every thread's reads of the step before (the completion just above, or two steps ago).
     wait_flags(g, y, s > 2 ? s - 2 : 0, every_peer);
-    auto* const own_block = reinterpret_cast<T*>(x.ws.channel_block(x.part, s, x.rank));
     for (int k = 1; k < x.size; ++k) {
       int const r = x.peer_after(k);
       round_send<T> const out = send(t, r);
+      auto* const block = reinterpret_cast<T*>(x.ws.channel_block(x.part, s, x.rank, r));
       if (out.count > 0)
-        group_copy(g, c.remote(sym_ptr<T>(own_block), x.ws.members.pe_of(r)), out.src, out.count * sizeof(T));
+        group_copy<copy_depth::deep>(g, c.remote(sym_ptr<T>(block), x.ws.members.pe_of(r)), out.src,
+                                     out.count * sizeof(T));
     }
     group_sync(g);  // every thread's stores before the leader's releases
     if (is_leader(g)) {

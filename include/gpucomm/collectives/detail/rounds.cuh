@@ -102,6 +102,11 @@ struct round_context {
   __device__ std::size_t block_elements() const {
     return ws.block_bytes / sizeof(T);
   }
+  /// Elements of T one channel block holds (channel steps, detail/channels.cuh).
+  template <class T>
+  __device__ std::size_t channel_elements() const {
+    return ws.channel_block_bytes / sizeof(T);
+  }
 };
 
 /// One member's outgoing data of a round: `count` elements from `src` (none: a bare signal).
@@ -313,9 +318,9 @@ __device__ void fold_ranks(G const& g, T* dst, std::size_t count, int size, In&&
 }
 
 /// Copies count elements, shared by g's threads (nothing when source and destination coincide).
-template <class T, group G>
+template <copy_depth Depth = copy_depth::pair, class T, group G>
 __device__ GPUCOMM_FORCEINLINE void copy_elements(G const& g, T* dst, T const* src, std::size_t count) {
-  if (dst != src && count > 0) group_copy(g, dst, src, count * sizeof(T));
+  if (dst != src && count > 0) group_copy<Depth>(g, dst, src, count * sizeof(T));
 }
 
 }  // namespace detail

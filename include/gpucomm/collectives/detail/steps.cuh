@@ -17,7 +17,8 @@ namespace gpucomm {
 
 namespace detail {
 
-/// Runs this part's share of [0, n) in chunks of at most one block of T, in order. For chunk
+/// Runs this part's share of [0, n) in chunks of at most one block of T (a channel block in channel
+/// steps), in order. For chunk
 /// `at` (elements of the message): send(at, r) is this member's data for team rank r (a
 /// round_send; nothing: a bare flag); once every member's block of it is here, complete(at, in)
 /// reads them, in(r) being team rank r's block (r != this rank). want(r): whether this member
@@ -28,7 +29,7 @@ template <class T, class Tr, group G, class Send, class Want, class Complete>
 __device__ void run_chunks(comm<Tr> const& c, G const& g, round_context const& x, std::size_t n, Send&& send,
                            Want&& want, Complete&& complete) {
   element_range const mine = x.share(n);
-  std::size_t const per_chunk = x.block_elements<T>();
+  std::size_t const per_chunk = load_stores_everywhere<Tr> ? x.channel_elements<T>() : x.block_elements<T>();
   auto chunk = [&](std::size_t j) {
     element_range const at = chunk_of(mine.size(), j, per_chunk);
     return element_range{mine.lo + at.lo, mine.lo + at.hi};
@@ -39,7 +40,8 @@ __device__ void run_chunks(comm<Tr> const& c, G const& g, round_context const& x
     run_channel<T>(
         c, g, x, chunks, [&](std::size_t j, int r) { return send(chunk(j), r); },
         [&](std::size_t j, std::uint64_t step) {
-          complete(chunk(j), [&](int r) { return reinterpret_cast<T const*>(x.ws.channel_block(x.part, step, r)); });
+          complete(chunk(j),
+                   [&](int r) { return reinterpret_cast<T const*>(x.ws.channel_block(x.part, step, r, x.rank)); });
         },
         [](std::size_t) { return false; });
   } else {
@@ -68,7 +70,8 @@ __device__ void exchange_blocks(comm<Tr> const& c, G const& g, round_context con
       [](int) { return true; },
       [&](element_range at, auto&& in) {
         for (int r = 0; r < x.size; ++r)
-          if (r != x.rank) copy_elements(g, dst + static_cast<std::size_t>(r) * n + at.lo, in(r), at.size());
+          if (r != x.rank)
+            copy_elements<copy_depth::deep>(g, dst + static_cast<std::size_t>(r) * n + at.lo, in(r), at.size());
       });
 }
 
