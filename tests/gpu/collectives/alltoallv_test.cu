@@ -63,7 +63,7 @@ void check_alltoallv(team const& t, std::size_t most, workspace_options wo, std:
     for (int r = 0; r < s; ++r) in += pair_count(salt, r, q, most);
     capacity = std::max(capacity, in);
   }
-  team_workspace ws(w, t, wo);
+  team_workspace ws(w, t, small_steps(wo));
   auto src = w.alloc<int>(src_len);
   auto dst = w.alloc<int>(capacity + guard_elements);
   auto counts = w.alloc<std::size_t>(static_cast<std::size_t>(s));
