@@ -87,8 +87,8 @@ TEST_CASE("allreduce's automatic choice: packets by size and team size, then one
           "[collectives][launch]") {
   using Tr = gpucomm::NVLinkStore;
   using enum allreduce_algorithm;
-  CHECK(gpucomm::packet_limit(1) == 256 * KiB);
-  CHECK(gpucomm::packet_limit(2) == 256 * KiB);
+  CHECK(gpucomm::packet_limit(1) == 512 * KiB);
+  CHECK(gpucomm::packet_limit(2) == 512 * KiB);
   CHECK(gpucomm::packet_limit(3) == 128 * KiB);
   CHECK(gpucomm::packet_limit(4) == 128 * KiB);
   CHECK(gpucomm::packet_limit(5) == 64 * KiB);

@@ -15,7 +15,7 @@
 //
 // Packet rounds (allreduce_algorithm::packets): CTAs of packet_threads (256) threads, by size, about
 // one CTA per 1-4 KiB of message (the 16-byte lines of 8 data bytes: 1 KiB is 128 lines):
-//   bytes      <= 1K  2K  4K  8K  16K  32K  64K  128K  more
+//   bytes      <= 1K  2K  4K  8K  16K  32K  64K  128K  more (up to packet_limit)
 //   CTAs           1   2   4   8   12   20   32    48    64
 // Why 256 threads: they keep a 2 KiB share (the 64 KiB row) at one line per thread with no idle
 // warp, where 512 would leave half of them idle up to 64 KiB and make every group sync wider; and a
@@ -31,10 +31,11 @@ namespace gpucomm {
 
 /// The most bytes per member that the automatic choices send in packet epochs (allreduce's
 /// packets; allgather, alltoall, reduce_scatter: bytes per member pair), on a team of `members`:
-/// 256 KiB for two, 128 KiB for three or four, 64 KiB for more (each member stores (members - 1) x
-/// twice its bytes, and polls as many).
+/// 512 KiB for two, 128 KiB for three or four, 64 KiB for more (each member stores (members - 1) x
+/// twice its bytes, and polls as many). For two, the crossover with one-shot channel steps lies
+/// between 512 KiB and 1 MiB on 2 x H200 (the benchmark's GPUCOMM_BENCH_COLL_ALGO places it).
 GPUCOMM_HD constexpr std::size_t packet_limit(int members) {
-  return std::size_t{members <= 2 ? 256u : members <= 4 ? 128u : 64u} << 10;
+  return std::size_t{members <= 2 ? 512u : members <= 4 ? 128u : 64u} << 10;
 }
 
 /// One call's launch at each member: `ctas` CTAs of `threads` threads, CTA k running part k.
