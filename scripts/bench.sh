@@ -161,6 +161,35 @@ run_case() {
   record "$name" "$lib" "$npes" "$rc" "$took" "$note"
 }
 
+# run_tp_layer NPES: examples/torch/bench_tp_layer.py as NPES processes, one per GPU. Its extension
+# is built once into the run's folder, or taken from GPUCOMM_TORCH_BUILD where that folder holds one
+# (examples/torch/build.py --release --build-dir DIR, from this tree).
+run_tp_layer() {
+  local n=$1
+  wanted tp_layer || return 0
+  if [ -z "$python" ] || ! "$python" -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+    skip_row torch tp_layer "$n" "torch with CUDA is not importable by ${python:-python3}"
+    return
+  fi
+  local ext="$work/torch-build"
+  if [ -n "${GPUCOMM_TORCH_BUILD:-}" ] && compgen -G "$GPUCOMM_TORCH_BUILD/_gpucomm_torch*.so" >/dev/null; then
+    ext=$GPUCOMM_TORCH_BUILD
+  elif [ ! -f "$ext/.built" ]; then
+    echo "== build the PyTorch example's extension"
+    if "$python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-build-isolation \
+         --target "$work/torch-site" . >>"$log" 2>&1 &&
+       PYTHONPATH="$work/torch-site" "$python" examples/torch/build.py --release --build-dir "$ext" >>"$log" 2>&1; then
+      touch "$ext/.built"
+    else
+      record tp_layer torch "$n" 1 0 "the PyTorch example's extension did not build"
+      return
+    fi
+  fi
+  GPUCOMM_TORCH_BUILD="$ext" PYTHONPATH="$root/examples/torch" \
+    run_case torch tp_layer "$n" "$bw_limit" "$python" -m torch.distributed.run --standalone --nproc_per_node="$n" \
+    examples/torch/bench_tp_layer.py --device local
+}
+
 mpi=()
 if command -v mpirun >/dev/null 2>&1; then
   mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NVSHMEM_REMOTE_TRANSPORT -x NVSHMEM_DISABLE_NVLS
@@ -331,6 +360,10 @@ else
       [ "$c" != alltoallv ] && have bench_nccl && run_case nccl "$c" "$n" "$bw_limit" "$build/benchmarks/bench_nccl" "${only[@]}"
     done
   done
+  # The end-to-end case: the PyTorch example's tensor-parallel MLP layer and its allreduce against
+  # torch.distributed + NCCL (examples/torch/bench_tp_layer.py; rows of both libraries), where torch
+  # with CUDA is importable; its extension is built into the run's folder.
+  for n in "${pe_counts[@]}"; do run_tp_layer "$n"; done
 fi
 
 # --cases: a name that matched no case of this machine's sweep is a mistake; say so, and exit 2 at
