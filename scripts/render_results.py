@@ -234,11 +234,12 @@ def table(head, rows):
 
 def in_readme(line):
     """The headline lines the README shows: gpucomm against NVSHMEM, and against NCCL each device
-    collective's bus bandwidth at its largest size and allreduce's time at 8 B."""
+    collective's bus bandwidth at its largest size, allreduce's time at the sizes its targets name,
+    and the PyTorch TP layer's allreduce."""
     if line.peer_name == "NVSHMEM":
         return True
-    return line.peer_name == "NCCL" and (" busbw, " in line.what or (
-        line.what.startswith("allreduce time per call") and line.what.endswith(" 8 B")))
+    return line.peer_name == "NCCL" and (" busbw, " in line.what or line.what.startswith(
+        ("allreduce time per call, ", "PyTorch TP layer")))
 
 
 def versus(line):
