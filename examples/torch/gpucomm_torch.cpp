@@ -214,6 +214,16 @@ void moe_combine(gpucomm_torch::moe_plan& p, long long call, at::Tensor const& e
             stream);
 }
 
+/// What gpucomm counted on the device since the last call, as gpucomm's message ("" when nothing):
+/// gpucomm_torch.py raises it. The wait runs without the GIL, and nothing is thrown out of it: the
+/// core catches gpucomm's report where it is thrown and returns it (a report thrown out of the
+/// core while this thread had given up the GIL ended test_moe.py with SIGSEGV on the GPU machine).
+std::string synchronize(gpucomm_torch::communicator& c) {
+  TORCH_CHECK(!c.closed(), "gpucomm synchronize: the communicator is closed");
+  py::gil_scoped_release nogil;
+  return c.synchronize();
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -233,8 +243,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            py::arg("block_bytes"), py::arg("parts"), py::arg("heap_bytes"))
       .def("all_reduce", &all_reduce, py::arg("output"), py::arg("input"), py::arg("stream"),
            "output = sum over ranks of input (output may be input), launched on `stream` (cudaStream_t as int)")
-      .def("synchronize", &gpucomm_torch::communicator::synchronize, py::call_guard<py::gil_scoped_release>(),
-           "wait for this process's work on the GPU, then raise what gpucomm counted on the device")
+      .def("synchronize", &synchronize,
+           "wait for this process's work on the GPU, then return what gpucomm counted on the device ('' if nothing)")
       .def("close", &gpucomm_torch::communicator::close,
            "close the MoE plans, free the workspace and the world (collective)")
       .def_property_readonly("closed", &gpucomm_torch::communicator::closed)

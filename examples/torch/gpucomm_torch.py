@@ -263,7 +263,11 @@ class Communicator:
         RuntimeError naming what gpucomm counted on the device since the last call: MoE rows past a
         plan's max_recv_rows ("received rows past max_recv_rows ... were dropped"), a device token
         count above max_tokens, expert ids outside [-1, experts). Local: each rank reports its own."""
-        self._impl.synchronize()
+        # The extension returns gpucomm's report rather than throwing it out of a wait made without
+        # the GIL; it is raised here.
+        problem = self._impl.synchronize()
+        if problem:
+            raise RuntimeError(problem)
 
     def close(self) -> None:
         """Closes the MoE plans still open, then frees gpucomm's world and workspace (collective:

@@ -96,11 +96,11 @@ communicator::~communicator() {
   }
 }
 
-void communicator::synchronize() {
+std::string communicator::synchronize() {
   if (!state_) throw std::logic_error("gpucomm_torch: synchronize on a closed communicator");
   auto& w = state_->world;
-  translated([&] {
-    int const pe = w.local_pes().front();
+  int const pe = w.local_pes().front();
+  try {
     {
       // Every stream of this process on the GPU (torch's among them: they share the primary
       // context), so that the words gpucomm counts in are final; then the world reads and reports them.
@@ -108,7 +108,10 @@ void communicator::synchronize() {
       GPUCOMM_CUDA_CHECK(cudaDeviceSynchronize(), pe);
     }
     w.synchronize();
-  });
+  } catch (gpucomm::error const& e) {
+    return e.what();  // not thrown on into the binding: gpucomm_torch.py raises it, with the GIL
+  }
+  return {};
 }
 
 void communicator::close() {

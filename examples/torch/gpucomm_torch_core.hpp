@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 namespace gpucomm_torch {
 
@@ -52,9 +53,12 @@ class communicator {
 
   /// Waits for this process's work on the communicator's GPU (every stream), then reports what
   /// gpucomm counted on the device since the last call (gpucomm::world::synchronize): MoE rows past
-  /// max_recv_rows, a device token count past max_tokens, expert ids out of range. Throws
-  /// std::runtime_error naming them. Local: not collective.
-  void synchronize();
+  /// max_recv_rows, a device token count past max_tokens, expert ids out of range, a kernel that
+  /// failed. Returns gpucomm's message naming them, empty when there is nothing to report: the
+  /// binding calls this without the GIL, so the report comes back as a value and Python raises it
+  /// (no exception crosses out of this library on a thread that has given up the GIL). Throws
+  /// std::logic_error on a closed communicator. Local: not collective.
+  std::string synchronize();
 
   /// Closes the MoE plans still open (in the order they were made), then frees the workspace and the
   /// world (collective: every rank, same order). Afterwards every other call throws. The destructor
