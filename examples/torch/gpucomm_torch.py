@@ -121,10 +121,13 @@ class Communicator:
 
     store, rank, size: a c10d Store that every rank shares, this process's rank and the rank count.
     device: this process's GPU (several ranks may name the same one). block_bytes: bytes each rank
-    sends each other rank per round of the collective (more: fewer rounds, more memory, 2 x size x
-    block_bytes x parts per rank). parts: CTAs that share each all_reduce. heap_bytes: gpucomm's
-    symmetric heap per rank (0: its default). Construction and close() are collective: every rank,
-    in the same order.
+    sends each other rank per step of a collective (more: fewer steps, more memory; the workspace
+    takes about 8 x size x block_bytes x parts per rank). parts: the most CTAs that share each
+    collective (gpucomm's launchers choose how many of them a call runs, by its size).
+    block_bytes=None and parts=None take gpucomm's defaults (gpucomm::workspace_options: 16 KiB and
+    64 parts), which the launchers' automatic choice is tuned for. heap_bytes: gpucomm's symmetric
+    heap per rank (0: its default). Construction and close() are collective: every rank, in the same
+    order.
     """
 
     def __init__(
@@ -134,8 +137,8 @@ class Communicator:
         size: int,
         device: torch.device | int | str,
         *,
-        block_bytes: int = 1 << 20,
-        parts: int = 1,
+        block_bytes: int | None = None,
+        parts: int | None = None,
         heap_bytes: int = 0,
     ):
         device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
@@ -145,6 +148,9 @@ class Communicator:
             device = torch.device("cuda", torch.cuda.current_device())
         if not 0 <= rank < size:
             raise ValueError(f"gpucomm_torch.Communicator: rank {rank} of {size}")
+        for name, value in (("block_bytes", block_bytes), ("parts", parts)):
+            if value is not None and value < 1:
+                raise ValueError(f"gpucomm_torch.Communicator: {name}={value}; give at least 1, or None for the default")
         self.device = device
         prefix = f"gpucomm_torch/{next(_serial)}/"
         self._bootstrap = StoreBootstrap(dist.PrefixStore(prefix, store), rank, size)
@@ -155,8 +161,8 @@ class Communicator:
                 device.index,
                 self._bootstrap.allgather,
                 self._bootstrap.barrier,
-                block_bytes,
-                parts,
+                0 if block_bytes is None else block_bytes,
+                0 if parts is None else parts,
                 heap_bytes,
             )
 

@@ -25,10 +25,17 @@ struct communicator::state {
   std::vector<moe_plan*> plans;  ///< the MoE plans open, in the order they were made
   state(gpucomm::callback_bootstrap boot, int device, communicator_options const& o)
       : world(std::move(boot), device, world_options(o)),
-        workspace(world, world.team_world(), {.block_bytes = o.block_bytes, .parts = o.parts}) {
+        workspace(world, world.team_world(), workspace_options(o)) {
     // The transport's host half is set up collectively on first use: do it here, with the rest of
     // the collective set-up, rather than in the first all_reduce.
     (void)world.comm<gpucomm::NVLinkStore>(world.local_pes().front());
+  }
+  // 0: gpucomm's default (communicator_options).
+  static gpucomm::workspace_options workspace_options(communicator_options const& o) {
+    gpucomm::workspace_options w;
+    if (o.block_bytes != 0) w.block_bytes = o.block_bytes;
+    if (o.parts != 0) w.parts = o.parts;
+    return w;
   }
   static gpucomm::world_options world_options(communicator_options const& o) {
     gpucomm::world_options w;

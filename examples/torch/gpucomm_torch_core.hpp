@@ -25,10 +25,12 @@ struct bootstrap_callbacks {
 };
 
 struct communicator_options {
-  /// Bytes each rank sends each other rank per round of a collective (gpucomm::workspace_options).
-  std::size_t block_bytes = std::size_t{1} << 20;
-  /// CTAs that share each all_reduce (the multi-CTA form).
-  int parts = 1;
+  /// Bytes each rank sends each other rank per round of a collective; 0: gpucomm's default
+  /// (gpucomm::workspace_options).
+  std::size_t block_bytes = 0;
+  /// The most CTAs that share each collective; 0: gpucomm's default. The host launchers choose how
+  /// many of them a call runs, by its size.
+  int parts = 0;
   /// Symmetric heap per PE; 0: gpucomm's default (GPUCOMM_HEAP_BYTES, else 1 GiB of address space).
   std::size_t heap_bytes = 0;
 };

@@ -21,7 +21,8 @@ two ranks on one GPU); gpucomm is bootstrapped through its store. Checks, on eve
 - 100 calls back to back without synchronising (sizes and dtypes changing, fresh inputs each), each
   result checked: the workspace's round counters carry over from call to call;
 - a second communicator at the same time (4 CTAs per all-reduce, 4 KiB blocks: many rounds);
-- refusals: a non-contiguous tensor, a CPU tensor, an unsupported dtype, a mismatched out.
+- refusals: a non-contiguous tensor, a CPU tensor, an unsupported dtype, a mismatched out, a
+  communicator of 0 parts or 0-byte blocks.
 
 Prints one line per case (rank 0) and a PASS/FAIL total; exits 1 if any rank saw a failure.
 """
@@ -236,6 +237,8 @@ class Test(Harness):
             ("out of another dtype", lambda: comm.all_reduce(x, out=torch.zeros(16, device=d, dtype=torch.float16)), TypeError, "dtype"),
             ("out of another size", lambda: comm.all_reduce(x, out=torch.zeros(15, device=d)), ValueError, "elements"),
             ("not a tensor", lambda: comm.all_reduce([1.0, 2.0]), TypeError, "tensor"),
+            ("parts=0", lambda: gpucomm_torch.Communicator.from_process_group(d, parts=0), ValueError, "parts"),
+            ("block_bytes=0", lambda: gpucomm_torch.Communicator.from_process_group(d, block_bytes=0), ValueError, "block_bytes"),
         ]
         for what, call, error, word in cases:
             self.refuses(what, call, error, word)
@@ -259,7 +262,7 @@ def main() -> int:
     t0 = time.perf_counter()
     comm = gpucomm_torch.Communicator.from_process_group(device)
     if rank == 0:
-        log(f"communicator: {time.perf_counter() - t0:.2f} s to set up (block {comm._impl.block_bytes} B, {comm._impl.parts} part)")
+        log(f"communicator: {time.perf_counter() - t0:.2f} s to set up (block {comm._impl.block_bytes} B, {comm._impl.parts} parts)")
     seed = 0
     for dtype in FLOATS + INTS:
         for n in sizes:
