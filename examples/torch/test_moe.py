@@ -34,6 +34,7 @@ the CPU, what each rank must receive and what combine must return. Checked on ev
   ignored and named by synchronize.
 
 Prints one line per case (rank 0) and a PASS/FAIL total; exits 1 if any rank saw a failure.
+--list prints the cases; --case WHICH runs only those it names (an index from --list, or part of a name).
 """
 
 from __future__ import annotations
@@ -571,7 +572,26 @@ def main() -> int:
     parser = arguments(__doc__)
     parser.add_argument("--seeds", type=int, default=3, help="seeds of the random-routing cases")
     parser.add_argument("--replays", type=int, default=3, help="replays of each CUDA graph")
+    parser.add_argument(
+        "--case", action="append", default=[], metavar="WHICH",
+        help="run only the listed cases WHICH names: an index (--list), or else part of a name (repeatable); "
+             "each keeps the inputs it has in the full run; the graph, report and refusal cases are left out",
+    )
+    parser.add_argument("--list", action="store_true", help="print the listed cases' indices and names, and exit")
     args = parser.parse_args()
+    listed = list(enumerate(cases(args.seeds)))  # the index is the case's salt: its inputs
+    if args.list:
+        for salt, c in listed:
+            print(f"{salt:3} {c.name()}")
+        return 0
+    if args.case:
+        def named(salt: int, c: Case) -> bool:
+            return any(w == str(salt) if w.isdigit() else w in c.name() for w in args.case)
+
+        chosen = [(salt, c) for salt, c in listed if named(salt, c)]
+        if not chosen:
+            parser.error(f"--case {args.case} names none of the {len(listed)} cases (--list shows them)")
+        listed = chosen
     rank, size, device = start(args.device)
     t = Test(rank, size, device)
     if rank == 0:
@@ -579,8 +599,11 @@ def main() -> int:
             f"torch {torch.__version__} (CUDA {torch.version.cuda}), gloo for the reference")
     t0 = time.perf_counter()
     comm = gpucomm_torch.Communicator.from_process_group(device)
-    for salt, c in enumerate(cases(args.seeds)):
+    for salt, c in listed:
         t.case(comm, c, salt)
+    if args.case:
+        comm.close()
+        return t.finish(time.perf_counter() - t0)
     t.graph_case(comm, Case(3, 256, 4, 64, seed=20), args.replays)
     t.graph_case(comm, Case(2, 384, 2, 48, token_dtype=FP8, index_dtype=torch.int64, seed=30), args.replays)
     t.device_errors(comm)
