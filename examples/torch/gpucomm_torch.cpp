@@ -215,13 +215,18 @@ void moe_combine(gpucomm_torch::moe_plan& p, long long call, at::Tensor const& e
 }
 
 /// What gpucomm counted on the device since the last call, as gpucomm's message ("" when nothing):
-/// gpucomm_torch.py raises it. The wait runs without the GIL, and nothing is thrown out of it: the
-/// core catches gpucomm's report where it is thrown and returns it (a report thrown out of the
-/// core while this thread had given up the GIL ended test_moe.py with SIGSEGV on the GPU machine).
+/// gpucomm_torch.py raises it. Only the device wait runs without the GIL (wait_device: runtime calls
+/// alone, nothing thrown); the report is read and formatted with the GIL held, and comes back as a
+/// value (the core catches its exceptions).
 std::string synchronize(gpucomm_torch::communicator& c) {
   TORCH_CHECK(!c.closed(), "gpucomm synchronize: the communicator is closed");
-  py::gil_scoped_release nogil;
-  return c.synchronize();
+  std::string failed;
+  {
+    py::gil_scoped_release nogil;
+    failed = c.wait_device();
+  }
+  if (!failed.empty()) return failed;
+  return c.synchronize();  // the GPU is idle now: the wait inside is immediate
 }
 
 }  // namespace

@@ -2,9 +2,8 @@
 """Host test of gpucomm_torch.py's glue that needs no GPU and no build: the extension replaced by a
 stand-in (and torch too, where it is not installed), run by CTest (example_torch.host).
 
-Communicator.synchronize raises gpucomm's report itself: the extension returns it as a str, because
-a report thrown out of the core while the binding had given up the GIL ended test_moe.py with
-SIGSEGV on the GPU machine (the first case whose synchronize had something to report)."""
+Communicator.synchronize raises gpucomm's report itself: the extension returns it as a str ("" when
+there is nothing to report), and no exception leaves the core's synchronize."""
 import os
 import sys
 import types
