@@ -16,8 +16,9 @@ reference gathered over gloo (within n x 2^-7 x the sum of |y| for bf16).
         examples/torch/bench_tp_layer.py --device local --out rows.jsonl
 
 One rank per GPU (NCCL refuses two ranks on one GPU). --out appends one JSON row per figure in the
-benchmark suite's row format (case tp_layer; benchmarks/report.py renders them). Rank 0 prints a
-table: tokens, bytes, each backend's time and NCCL's time over gpucomm's (> 1: gpucomm faster).
+benchmark suite's row format (case tp_layer; scripts/bench.sh runs it with its other cases, and
+benchmarks/report.py renders the rows). Rank 0 prints a table: tokens, bytes, each backend's time
+and NCCL's time over gpucomm's (> 1: gpucomm faster).
 """
 
 from __future__ import annotations
@@ -47,7 +48,14 @@ def arguments() -> argparse.Namespace:
     p.add_argument("--repetitions", type=int, default=7)
     p.add_argument("--budget-s", type=float, default=240.0, help="stop starting token counts after this long")
     p.add_argument("--out", default="", help="append the rows (JSON lines) to this file (rank 0)")
-    return p.parse_args()
+    # As scripts/bench.sh runs every case: --case names it, --npes says how many ranks it expects.
+    p.add_argument("--case", default="tp_layer", choices=["tp_layer"])
+    p.add_argument("--npes", type=int, default=0, help="the rank count the caller expects (0: any)")
+    p.add_argument("--quick", action="store_true", help="token counts 1, 16, 256, 2048 only")
+    a = p.parse_args()
+    if a.quick:
+        a.tokens = "1,16,256,2048"
+    return a
 
 
 def log(msg: str) -> None:
@@ -109,6 +117,8 @@ def main() -> int:
     dist.init_process_group("cpu:gloo,cuda:nccl", timeout=timedelta(seconds=180), device_id=device)
     if a.ffn % size:
         raise SystemExit(f"--ffn {a.ffn} does not split over {size} ranks")
+    if a.npes and a.npes != size:
+        raise SystemExit(f"--npes {a.npes}, but {size} ranks were started")
     comm = gpucomm_torch.Communicator.from_process_group(device)
     nccl_version = ".".join(str(v) for v in torch.cuda.nccl.version())
     gen = torch.Generator(device=device).manual_seed(1234 + rank)
