@@ -24,8 +24,7 @@ struct communicator::state {
   gpucomm::team_workspace workspace;
   std::vector<moe_plan*> plans;  ///< the MoE plans open, in the order they were made
   state(gpucomm::callback_bootstrap boot, int device, communicator_options const& o)
-      : world(std::move(boot), device, world_options(o)),
-        workspace(world, world.team_world(), workspace_options(o)) {
+      : world(std::move(boot), device, world_options(o)), workspace(world, world.team_world(), workspace_options(o)) {
     // The transport's host half is set up collectively on first use: do it here, with the rest of
     // the collective set-up, rather than in the first all_reduce.
     (void)world.comm<gpucomm::NVLinkStore>(world.local_pes().front());
