@@ -73,6 +73,10 @@ def build_binding(build: Path, force: bool) -> None:
     from setuptools import setup
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 
+    # The binding exports its module's entry point and nothing else (see extra_link_args).
+    exports = build / "binding.map"
+    build.mkdir(parents=True, exist_ok=True)
+    exports.write_text(f"{{ global: PyInit_{EXT_NAME}; local: *; }};\n")
     ext = CppExtension(
         name=EXT_NAME,
         sources=["gpucomm_torch.cpp"],  # relative: setuptools runs in HERE (below)
@@ -80,7 +84,13 @@ def build_binding(build: Path, force: bool) -> None:
         library_dirs=[str(build)],
         libraries=[CORE_LIB],
         # The binding finds the core next to itself; '$ORIGIN' reaches the linker unexpanded (no shell).
-        extra_link_args=["-Wl,-rpath,$ORIGIN"],
+        # Only PyInit is exported (binding.map), and nothing the host compiler links in statically
+        # (toolchains such as manylinux's take parts of libstdc++ from a static archive): exported,
+        # the binding's copies of libstdc++ code interpose on the core's calls into libstdc++.so (the
+        # core is loaded as the binding's dependency, so the binding comes first in its lookup
+        # scope). The core's std::ostringstream, made by the system's libstdc++, then ran another
+        # version's ostream::_M_insert and crashed on the first gpucomm::error the core formatted.
+        extra_link_args=["-Wl,-rpath,$ORIGIN", "-Wl,--exclude-libs,ALL", f"-Wl,--version-script={exports}"],
         # -Wno-attributes: pybind11's "declared with greater visibility" notes about our class.
         extra_compile_args={"cxx": ["-O2", "-Wno-attributes"]},
     )

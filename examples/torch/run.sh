@@ -7,15 +7,20 @@
 #   4. starts a CUDA MPS daemon of its own (pipe and log directories under the temporary directory)
 #      unless one already answers, so that the two processes' kernels are co-resident on the GPU;
 #      quits it at the end. The GPU's compute mode is never changed;
-#   5. runs test_allreduce.py as 2 processes on GPU 0 (torch.distributed.run, gloo);
-# and exits with the test's status (77 where it cannot run here: no torch, no CUDA GPU, no MPS).
+#   5. runs the tests, each as 2 processes on GPU 0 (torch.distributed.run, gloo): test_allreduce.py,
+#      then test_moe.py, or the one --test names;
+# and exits 0 when every test passed, 1 when one failed (or did not finish), 77 where they cannot run
+# here: no torch, no CUDA GPU, no MPS.
 #
-#   bash examples/torch/run.sh                  # PYTHON=python3 by default
-#   PYTHON=/opt/venv/bin/python bash examples/torch/run.sh --calls 1000   # extra args go to the test
+#   bash examples/torch/run.sh                                    # both; PYTHON=python3 by default
+#   bash examples/torch/run.sh --test moe                         # one test: allreduce or moe
+#   PYTHON=/opt/venv/bin/python bash examples/torch/run.sh --test allreduce --calls 1000
+#                                                                 # arguments after --test NAME go to it
 #
 # Environment: PYTHON (the interpreter with torch), GPUCOMM_TORCH_NPROC (processes, default 2),
 # GPUCOMM_TORCH_DEVICE (the GPU every rank uses, default 0), GPUCOMM_TORCH_TIMEOUT (seconds for the
-# test, default 480), GPUCOMM_TORCH_RELEASE=1 (build gpucomm with -DNDEBUG: unbounded waits).
+# test, default 480, for each test), GPUCOMM_TORCH_RELEASE=1 (build gpucomm with -DNDEBUG: unbounded
+# waits).
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,6 +44,17 @@ die() {
 }
 t_start=$SECONDS
 elapsed() { echo "$((SECONDS - t_start)) s"; }
+
+tests=(allreduce moe)
+if [ "${1:-}" = --test ]; then
+  case "${2:-}" in
+    allreduce | moe) tests=("$2") ;;
+    all) ;;
+    *) die "--test takes allreduce, moe or all, not '${2:-}'" ;;
+  esac
+  shift 2
+fi
+[ "$#" -gt 0 ] && [ "${#tests[@]}" -gt 1 ] && die "arguments for a test need --test allreduce or --test moe first: $*"
 
 # ---- 1. torch --------------------------------------------------------------------------------------
 command -v "$python" > /dev/null 2>&1 || skip "$python not found (set PYTHON to the interpreter that has torch)"
@@ -143,11 +159,15 @@ fi
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export GPUCOMM_TORCH_BUILD="$build" GPUCOMM_TORCH_DEVICE="$device"
-note "test: $nproc processes on GPU $device (timeout ${timeout_s} s)"
-t=$SECONDS
-timeout --kill-after=30 "$timeout_s" "$python" -m torch.distributed.run --standalone --nproc_per_node="$nproc" \
-  "$here/test_allreduce.py" "$@"
-rc=$?
-[ "$rc" -eq 124 ] && note "FAIL: the test did not finish within $timeout_s s"
-note "test: exit $rc, $((SECONDS - t)) s; total $(elapsed)"
-exit "$rc"
+status=0
+for name in "${tests[@]}"; do
+  note "test_$name.py: $nproc processes on GPU $device (timeout ${timeout_s} s)"
+  t=$SECONDS
+  timeout --kill-after=30 "$timeout_s" "$python" -m torch.distributed.run --standalone --nproc_per_node="$nproc" \
+    "$here/test_$name.py" "$@"
+  rc=$?
+  [ "$rc" -eq 124 ] && note "FAIL: test_$name.py did not finish within $timeout_s s"
+  note "test_$name.py: exit $rc, $((SECONDS - t)) s; total $(elapsed)"
+  [ "$rc" -eq 0 ] || status=1
+done
+exit "$status"

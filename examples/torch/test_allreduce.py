@@ -21,25 +21,25 @@ two ranks on one GPU); gpucomm is bootstrapped through its store. Checks, on eve
 - 100 calls back to back without synchronising (sizes and dtypes changing, fresh inputs each), each
   result checked: the workspace's round counters carry over from call to call;
 - a second communicator at the same time (4 CTAs per all-reduce, 4 KiB blocks: many rounds);
-- refusals: a non-contiguous tensor, a CPU tensor, an unsupported dtype, a mismatched out.
+- refusals: a non-contiguous tensor, a CPU tensor, an unsupported dtype, a mismatched out, a
+  communicator of 0 parts or 0-byte blocks.
 
 Prints one line per case (rank 0) and a PASS/FAIL total; exits 1 if any rank saw a failure.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 import traceback
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpucomm_torch  # noqa: E402  (after the path is set)
+from harness import Harness, arguments, log, start  # noqa: E402
 
 EPS = {
     torch.float16: 2.0**-10,
@@ -65,38 +65,8 @@ GUARD = 67  # poisoned elements behind every output
 EXACT_LIMIT = {torch.bfloat16: 256, torch.float16: 2048, torch.int8: 127, torch.uint8: 255}
 
 
-def log(msg: str) -> None:
-    print(msg, flush=True)
-
-
-class Test:
-    def __init__(self, rank: int, size: int, device: torch.device):
-        self.rank, self.size, self.device = rank, size, device
-        self.results: list[tuple[str, bool]] = []
-
+class Test(Harness):
     # ---- helpers -------------------------------------------------------------------------------
-
-    def gather(self, t: torch.Tensor) -> list[torch.Tensor]:
-        """Every rank's CPU tensor t (same shape everywhere), in rank order, over gloo."""
-        out = [torch.empty_like(t) for _ in range(self.size)]
-        dist.all_gather(out, t.contiguous())
-        return out
-
-    def verdict(self, name: str, ok: bool, detail: str, seconds: float | None = None) -> bool:
-        """Collective: the case passes if it passed on every rank; rank 0 prints one line."""
-        flags = self.gather(torch.tensor([1 if ok else 0], dtype=torch.int64))
-        everywhere = all(int(f.item()) for f in flags)
-        details = [None] * self.size
-        dist.all_gather_object(details, detail)
-        if not ok:
-            log(f"[rank {self.rank}] FAIL {name}: {detail}")
-        if self.rank == 0:
-            bad = [r for r, f in enumerate(flags) if not int(f.item())]
-            timing = f"  {seconds * 1e3:8.3f} ms" if seconds is not None else ""
-            status = "PASS" if everywhere else f"FAIL (ranks {bad})"
-            log(f"{status:5} {name:58} {details[0]}{timing}")
-        self.results.append((name, everywhere))
-        return everywhere
 
     def make_input(self, dtype: torch.dtype, n: int, kind: str, seed: int) -> torch.Tensor:
         """This rank's input on the CPU: different on every rank and every case."""
@@ -267,37 +237,21 @@ class Test:
             ("out of another dtype", lambda: comm.all_reduce(x, out=torch.zeros(16, device=d, dtype=torch.float16)), TypeError, "dtype"),
             ("out of another size", lambda: comm.all_reduce(x, out=torch.zeros(15, device=d)), ValueError, "elements"),
             ("not a tensor", lambda: comm.all_reduce([1.0, 2.0]), TypeError, "tensor"),
+            ("parts=0", lambda: gpucomm_torch.Communicator.from_process_group(d, parts=0), ValueError, "parts"),
+            ("block_bytes=0", lambda: gpucomm_torch.Communicator.from_process_group(d, block_bytes=0), ValueError, "block_bytes"),
         ]
         for what, call, error, word in cases:
-            try:
-                call()
-                ok, detail = False, f"no error (expected {error.__name__})"
-            except error as e:
-                ok = word.lower() in str(e).lower()
-                detail = f"{error.__name__}: {e}" if ok else f"{error.__name__} without '{word}': {e}"
-            except Exception as e:
-                ok, detail = False, f"{type(e).__name__} instead of {error.__name__}: {e}"
-            self.verdict(f"refuses: {what}", ok, detail[:90])
+            self.refuses(what, call, error, word)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = arguments(__doc__)
     parser.add_argument("--sizes", default="1,7,4097,65537,1048577", help="element counts (comma-separated)")
     parser.add_argument("--calls", type=int, default=100, help="calls of the back-to-back case")
-    parser.add_argument(
-        "--device",
-        default=os.environ.get("GPUCOMM_TORCH_DEVICE", "0"),
-        help="GPU of every rank ('local': LOCAL_RANK's); default 0: all ranks share GPU 0",
-    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
-    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    index = int(os.environ.get("LOCAL_RANK", "0")) if args.device == "local" else int(args.device)
-    device = torch.device("cuda", index)
-    torch.cuda.set_device(device)
-    # A rank that fails to arrive makes the others' gloo calls fail after this long, not hang.
-    dist.init_process_group("gloo", timeout=timedelta(seconds=120))
+    rank, size, device = start(args.device)
     t = Test(rank, size, device)
     if rank == 0:
         log(
@@ -308,7 +262,7 @@ def main() -> int:
     t0 = time.perf_counter()
     comm = gpucomm_torch.Communicator.from_process_group(device)
     if rank == 0:
-        log(f"communicator: {time.perf_counter() - t0:.2f} s to set up (block {comm._impl.block_bytes} B, {comm._impl.parts} part)")
+        log(f"communicator: {time.perf_counter() - t0:.2f} s to set up (block {comm._impl.block_bytes} B, {comm._impl.parts} parts)")
     seed = 0
     for dtype in FLOATS + INTS:
         for n in sizes:
@@ -337,23 +291,8 @@ def main() -> int:
         wide.close()
     t.refusals(comm)
     comm.close()
-    try:
-        comm.all_reduce(torch.zeros(4, device=device))
-        closed_ok, detail = False, "no error"
-    except RuntimeError as e:
-        closed_ok, detail = "closed" in str(e), f"RuntimeError: {e}"
-    t.verdict("refuses: all_reduce after close()", closed_ok, detail[:90])
-
-    failed = [name for name, ok in t.results if not ok]
-    total = time.perf_counter() - t0
-    if rank == 0:
-        log(f"{'PASS' if not failed else 'FAIL'}: {len(t.results) - len(failed)} of {len(t.results)} cases passed "
-            f"on every rank ({total:.1f} s)")
-        for name in failed:
-            log(f"  failed: {name}")
-    dist.barrier()
-    dist.destroy_process_group()
-    return 0 if not failed else 1
+    t.refuses("all_reduce after close()", lambda: comm.all_reduce(torch.zeros(4, device=device)), RuntimeError, "closed")
+    return t.finish(time.perf_counter() - t0)
 
 
 if __name__ == "__main__":
