@@ -203,22 +203,38 @@ class TargetsTest(unittest.TestCase):
 
     def test_collectives_are_held_to_nccl(self):
         rows = []
-        for size, g, n in ((8, 2.9, 5.0), (64 << 10, 4.0, 6.0), (256 << 20, 900.0, 1000.0)):
+        for size, g, n in ((8, 2.4, 5.0), (64 << 10, 4.0, 6.0), (1 << 20, 9.0, 12.0), (256 << 20, 900.0, 1000.0)):
             for case in ("allreduce", "allgather"):
                 rows.append(row(case, "float32", g, library="gpucomm", size=size, metric="latency"))
                 rows.append(row(case, "float32", n, library="nccl", size=size, metric="latency"))
                 rows.append(row(case, "float32", 1000.0 / g, library="gpucomm", size=size, metric="busbw"))
                 rows.append(row(case, "float32", 1000.0 / n, library="nccl", size=size, metric="busbw"))
+        rows.append(row("allreduce", "float32-no-pdl", 3.6, library="gpucomm", size=8, metric="latency"))
+        rows.append(row("allreduce", "bf16", 6.3, library="gpucomm", size=8, metric="latency"))
+        rows.append(row("allreduce", "bf16", 6.0, library="nccl", size=8, metric="latency"))
+        for tokens, g, n in ((1, 3.0, 10.0), (256, 30.0, 40.0), (2048, 140.0, 141.0)):
+            rows.append(row("tp_layer", "allreduce", g, library="gpucomm", size=tokens * 16384, metric="latency"))
+            rows.append(row("tp_layer", "allreduce", n, library="nccl", size=tokens * 16384, metric="latency"))
         lines = report.headline(rows)
-        self.assertEqual(line(lines, "allreduce time per call, 2 PEs, 8 B", exact=True).verdict(), "met")  # <= 3.0 us
-        small = line(lines, "allreduce time per call, 2 PEs, 8 B .. 64 KiB")
-        self.assertEqual((small.g, small.peer), (4.0, 6.0))  # 4/6 is the worse ratio of the two
-        self.assertTrue(small.verdict().startswith("MISSED by 0.40"))  # 0.6 x 6.0 = 3.6
-        self.assertEqual(line(lines, "allreduce busbw, 2 PEs, 256 MiB").verdict(), "met")
+        self.assertEqual(line(lines, "allreduce time per call, 2 PEs, 8 B, PDL", exact=True).verdict(), "met")  # <= 2.5
+        self.assertTrue(line(lines, "allreduce time per call, 2 PEs, 8 B, no PDL").verdict().startswith("MISSED by 0.10"))
+        self.assertTrue(line(lines, "allreduce time per call, 2 PEs, 64 KiB").verdict().startswith("MISSED by 0.50"))
+        self.assertEqual(line(lines, "allreduce time per call, 2 PEs, 1 MiB").verdict(), "met")  # <= 9 us
+        every = line(lines, "allreduce float32 time per call, 2 PEs, every size")
+        self.assertEqual(every.verdict(), "met")  # never above NCCL + 3 %
+        self.assertIn("over 1.03x NCCL at 0 of 4 sizes", every.g_txt())
+        bf16 = line(lines, "allreduce bf16 time per call, 2 PEs, every size")
+        self.assertTrue(bf16.verdict().startswith("MISSED by 0.12"))  # 6.3 against 1.03 x 6.0 = 6.18
+        self.assertEqual(line(lines, "allreduce busbw, 2 PEs, 256 MiB").target, 1.05 * 1000.0 / 1000.0)
+        self.assertEqual(line(lines, "allreduce busbw, 2 PEs, 256 MiB").verdict(), "met")  # 1.11 >= 1.05
+        self.assertEqual(line(lines, "allgather busbw, 2 PEs, 256 MiB").verdict(), "met")  # >= NCCL's
         every = line(lines, "allgather time per call, 2 PEs, every size")
         self.assertEqual(every.verdict(), "met")
-        self.assertIn("slower than NCCL at 0 of 3 sizes", every.g_txt())
-
+        self.assertIn("slower than NCCL at 0 of 4 sizes", every.g_txt())
+        small = line(lines, "PyTorch TP layer's allreduce, 2 PEs, bf16, 16 KiB .. 4 MiB")
+        self.assertEqual((small.g, small.peer), (30.0, 40.0))  # 30/40 is the worse ratio of the two
+        self.assertTrue(small.verdict().startswith("MISSED by 2.00"))  # 0.7 x 40 = 28
+        self.assertEqual(line(lines, "PyTorch TP layer's allreduce, 2 PEs, bf16, 32 MiB").verdict(), "met")
 
 if __name__ == "__main__":
     unittest.main()
