@@ -184,11 +184,13 @@ TEST_CASE("team_workspace refuses bad input", "[gpu][collectives][errors]") {
              Catch::Contains("parts 0"));
   CHECK_THAT(error_of([&] { team_workspace ws(w, w.team_world(), {.block_bytes = 0, .parts = 1}); }),
              Catch::Contains("block_bytes 0"));
-  CHECK_THAT(error_of([&] {
-               team_workspace ws(w, w.team_world(),
-                                 {.block_bytes = 256, .parts = 1, .channel_block_bytes = 1ull << 50});
-             }),
-             Catch::Contains("channel blocks"));
+  if (w.npes() > 1) {  // one member has no channel slots: any channel block takes no memory
+    CHECK_THAT(error_of([&] {
+                 team_workspace ws(w, w.team_world(),
+                                   {.block_bytes = 256, .parts = 1, .channel_block_bytes = 1ull << 50});
+               }),
+               Catch::Contains("channel blocks"));
+  }
   team_workspace ws(w, w.team_world(), {.block_bytes = 1000, .parts = 2});
   CHECK(ws.block_bytes() == 1024);
   std::size_t const channel = gpucomm::collective_workspace::automatic_channel_block_bytes(w.npes(), 1024, 2);
