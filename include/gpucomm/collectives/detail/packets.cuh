@@ -200,6 +200,21 @@ __device__ GPUCOMM_FORCEINLINE packet_unit<T> load_unit(T const* at, std::size_t
   return u;
 }
 
+/// Stores u at `to`, whose message has `remaining` elements from there on (a unit's worth or fewer
+/// are stored). `aligned`: to is 8-byte aligned (then a whole unit goes as 8-byte stores).
+template <class T>
+__device__ GPUCOMM_FORCEINLINE void store_unit(T* to, packet_unit<T> const& u, std::size_t remaining, bool aligned) {
+  using U = packet_unit<T>;
+  if (aligned && remaining >= U::elements) {
+#pragma unroll
+    for (std::size_t p = 0; p < U::lines; ++p) reinterpret_cast<std::uint64_t*>(to)[p] = u.words[p];
+  } else {
+#pragma unroll
+    for (std::size_t i = 0; i < U::elements; ++i)
+      if (i < remaining) to[i] = unit_element(u, i);
+  }
+}
+
 /// Loads the lines of this thread's units of the wave from `block`: line p of unit k into v[k][p].
 template <class T, std::size_t K>
 __device__ GPUCOMM_FORCEINLINE void load_lines(line_halves (&v)[K][packet_unit<T>::lines], packet_line const* block,
@@ -278,17 +293,7 @@ __device__ void packet_round(comm<Tr> const& c, G const& g, round_context const&
     // member's are checked: two members' loads in flight.
     auto block_of = [&](int r) { return reinterpret_cast<packet_line const*>(x.ws.packet_block(x.part, epoch, r)); };
     auto next_peer = [&](int r) { return r + 1 == x.rank ? r + 2 : r + 1; };
-    // Units as they go to memory: whole units as 8-byte stores where aligned.
-    auto store = [&](T* to, U const& u, std::size_t k) {
-      if (aligned && have(k) == E) {
-#pragma unroll
-        for (std::size_t p = 0; p < L; ++p) reinterpret_cast<std::uint64_t*>(to + element(k))[p] = u.words[p];
-      } else {
-#pragma unroll
-        for (std::size_t i = 0; i < E; ++i)
-          if (i < have(k)) to[element(k) + i] = unit_element(u, i);
-      }
-    };
+    auto store = [&](T* to, U const& u, std::size_t k) { store_unit(to + element(k), u, n - element(k), aligned); };
     line_halves pending[K][L];
     int loading = next_peer(-1);
     if (loading < x.size) load_lines<T>(pending, block_of(loading), at, gs, units);
