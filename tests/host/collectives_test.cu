@@ -154,6 +154,32 @@ TEST_CASE("allreduce_rows runs packets where allreduce would and one_shot otherw
   CHECK(detail::rows_fit<double>(2));
 }
 
+TEST_CASE("alltoallv sends a pair in its packet epoch up to the packet limit and one block a part", "[collectives]") {
+  struct twelve {
+    int a, b, c;
+  };
+  struct sixteen {
+    double a, b;
+  };
+  constexpr std::size_t KiB = 1024;
+  // 16 KiB blocks: 1024 lines, 2 of them the counts; 64 parts of 1022 lines of two ints each.
+  CHECK(detail::alltoallv_inline<int>(0, 2, 64, 16 * KiB));
+  CHECK(detail::alltoallv_inline<int>(64 * 2044, 2, 64, 16 * KiB));
+  CHECK(!detail::alltoallv_inline<int>(64 * 2044 + 1, 2, 64, 16 * KiB));
+  // Four members: 128 KiB a pair, whatever the blocks hold.
+  CHECK(detail::alltoallv_inline<int>(32 * KiB, 4, 64, 16 * KiB));
+  CHECK(!detail::alltoallv_inline<int>(32 * KiB + 1, 4, 64, 16 * KiB));
+  CHECK(!detail::alltoallv_inline<char>(64 * KiB + 1, 8, 64, 1024 * KiB));
+  // 256-byte blocks: 14 lines after the counts, for each part's share (the largest: ceil(count / parts)).
+  CHECK(detail::alltoallv_inline<sixteen>(7, 2, 1, 256));
+  CHECK(!detail::alltoallv_inline<sixteen>(8, 2, 1, 256));
+  CHECK(detail::alltoallv_inline<std::uint8_t>(224, 2, 2, 256));
+  CHECK(!detail::alltoallv_inline<std::uint8_t>(225, 2, 2, 256));
+  // Elements that are not packet elements always go in steps.
+  CHECK(!detail::alltoallv_inline<twelve>(0, 2, 1, 16 * KiB));
+  CHECK(!detail::alltoallv_inline<twelve>(1, 2, 1, 16 * KiB));
+}
+
 TEST_CASE("which reduction takes which element type", "[collectives]") {
   using gpucomm::reduction_takes;
   STATIC_REQUIRE(reduction_takes<reduction::sum, int>);
