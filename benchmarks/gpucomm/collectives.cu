@@ -76,34 +76,6 @@ workspace_choice choose_workspace() {
   return c;
 }
 
-/// The allreduce algorithm the run asks for: automatic, or GPUCOMM_BENCH_COLL_ALGO's (packets,
-/// one_shot, two_shot), to place the automatic choice's crossovers by hand.
-gpucomm::allreduce_algorithm forced_allreduce() {
-  char const* v = std::getenv("GPUCOMM_BENCH_COLL_ALGO");
-  std::string const a = v ? v : "";
-  if (a == "packets") return gpucomm::allreduce_algorithm::packets;
-  if (a == "one_shot") return gpucomm::allreduce_algorithm::one_shot;
-  if (a == "two_shot") return gpucomm::allreduce_algorithm::two_shot;
-  if (!a.empty() && a != "automatic")
-    throw bench::failure("GPUCOMM_BENCH_COLL_ALGO=" + a + ": automatic, packets, one_shot or two_shot");
-  return gpucomm::allreduce_algorithm::automatic;
-}
-
-/// Calls f.template operator()<A>() with A the run's allreduce algorithm as a template argument.
-template <class F>
-void with_allreduce_algorithm(F&& f) {
-  switch (forced_allreduce()) {
-    case gpucomm::allreduce_algorithm::packets:
-      return f.template operator()<gpucomm::allreduce_algorithm::packets>();
-    case gpucomm::allreduce_algorithm::one_shot:
-      return f.template operator()<gpucomm::allreduce_algorithm::one_shot>();
-    case gpucomm::allreduce_algorithm::two_shot:
-      return f.template operator()<gpucomm::allreduce_algorithm::two_shot>();
-    default:
-      return f.template operator()<gpucomm::allreduce_algorithm::automatic>();
-  }
-}
-
 /// Whether the run allows PDL (GPUCOMM_BENCH_COLL_PDL=0 turns it off).
 bool pdl_allowed() {
   char const* v = std::getenv("GPUCOMM_BENCH_COLL_PDL");

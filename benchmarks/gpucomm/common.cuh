@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -157,6 +158,42 @@ bench::row base_row(std::string const& case_name, int npes) {
   r.transport = Transport::name;
   r.npes = npes;
   return r;
+}
+
+/// The allreduce algorithm the run asks for: automatic, or GPUCOMM_BENCH_COLL_ALGO's (packets,
+/// one_shot, two_shot), to place the automatic choice's crossovers by hand. collectives.cu and
+/// fused.cu both read the knob here.
+inline gpucomm::allreduce_algorithm forced_allreduce() {
+  char const* v = std::getenv("GPUCOMM_BENCH_COLL_ALGO");
+  std::string const a = v ? v : "";
+  if (a == "packets") return gpucomm::allreduce_algorithm::packets;
+  if (a == "one_shot") return gpucomm::allreduce_algorithm::one_shot;
+  if (a == "two_shot") return gpucomm::allreduce_algorithm::two_shot;
+  if (!a.empty() && a != "automatic")
+    throw bench::failure("GPUCOMM_BENCH_COLL_ALGO=" + a + ": automatic, packets, one_shot or two_shot");
+  return gpucomm::allreduce_algorithm::automatic;
+}
+
+/// Calls f.template operator()<A>() with A the run's allreduce algorithm (forced_allreduce()) as a
+/// template argument. A form without two_shot passes TwoShot = false and names itself in `form`:
+/// two_shot is then refused with a failure saying what the form takes, and f is never
+/// instantiated with it (allreduce_rows static_asserts against two_shot).
+template <bool TwoShot = true, class F>
+void with_allreduce_algorithm(F&& f, char const* form = "allreduce") {
+  switch (forced_allreduce()) {
+    case gpucomm::allreduce_algorithm::packets:
+      return f.template operator()<gpucomm::allreduce_algorithm::packets>();
+    case gpucomm::allreduce_algorithm::one_shot:
+      return f.template operator()<gpucomm::allreduce_algorithm::one_shot>();
+    case gpucomm::allreduce_algorithm::two_shot:
+      if constexpr (TwoShot)
+        return f.template operator()<gpucomm::allreduce_algorithm::two_shot>();
+      else
+        throw bench::failure(std::string("GPUCOMM_BENCH_COLL_ALGO=two_shot: ") + form +
+                             " has no two_shot; it takes automatic, packets or one_shot");
+    default:
+      return f.template operator()<gpucomm::allreduce_algorithm::automatic>();
+  }
 }
 
 // Case entry points (bw.cu, latency.cu, sync.cu).

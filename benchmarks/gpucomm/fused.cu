@@ -10,7 +10,6 @@
 #include <cuda_bf16.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -32,17 +31,11 @@ __global__ void norm_rows(add_rmsnorm fn, bf16* x) {
 }
 
 /// Calls f.template operator()<A>() with A the fused form's algorithm: automatic, or
-/// GPUCOMM_BENCH_COLL_ALGO's (packets or one_shot; allreduce_rows has no two_shot), to place its
-/// choice by hand.
+/// GPUCOMM_BENCH_COLL_ALGO's (packets or one_shot; allreduce_rows has no two_shot, so two_shot is
+/// refused), to place its choice by hand.
 template <class F>
 void with_rows_algorithm(F&& f) {
-  char const* v = std::getenv("GPUCOMM_BENCH_COLL_ALGO");
-  std::string const a = v ? v : "";
-  if (a == "packets") return f.template operator()<gpucomm::allreduce_algorithm::packets>();
-  if (a == "one_shot") return f.template operator()<gpucomm::allreduce_algorithm::one_shot>();
-  if (!a.empty() && a != "automatic")
-    throw bench::failure("GPUCOMM_BENCH_COLL_ALGO=" + a + ": allreduce_rows takes automatic, packets or one_shot");
-  f.template operator()<gpucomm::allreduce_algorithm::automatic>();
+  with_allreduce_algorithm<false>(f, "allreduce_rows");
 }
 
 float residual_value(std::size_t j) { return static_cast<float>(static_cast<int>(j % 13) - 6) / 4.f; }
@@ -132,7 +125,7 @@ void allreduce_rmsnorm(bench::session& s) {
                    (fused ? "gpucomm::allreduce_rows with the add_rmsnorm row function (one kernel)"
                           : "gpucomm::allreduce, then a norm kernel of one CTA per row") +
                    "; the default workspace, the launchers' choices" +
-                   (fused && std::getenv("GPUCOMM_BENCH_COLL_ALGO")
+                   (fused && forced_allreduce() != gpucomm::allreduce_algorithm::automatic
                         ? std::string(" (algorithm forced by GPUCOMM_BENCH_COLL_ALGO)")
                         : std::string()) +
                    "; " + std::to_string(calls) +
