@@ -20,8 +20,9 @@
 // Why 256 threads: they keep a 2 KiB share (the 64 KiB row) at one line per thread with no idle
 // warp, where 512 would leave half of them idle up to 64 KiB and make every group sync wider; and a
 // thread moves two of its own lines per wave (detail/packets.cuh), so one of 64 CTAs covers the 4
-// KiB share of a 256 KiB message in one wave. The kernel takes about 120 registers a thread, so
-// two such CTAs fit an SM. Round protocols: every part, in CTAs of round_threads (1024) threads.
+// KiB share of a 256 KiB message in one wave. How many such CTAs share an SM is the compiler's
+// register allocation to say; the co-residency cap counts one CTA per SM, so no shape relies on
+// more. Round protocols: every part, in CTAs of round_threads (1024) threads.
 
 #include <cstddef>
 
@@ -31,9 +32,12 @@ namespace gpucomm {
 
 /// The most bytes per member that the automatic choices send in packet epochs (allreduce's
 /// packets; allgather, alltoall, reduce_scatter: bytes per member pair), on a team of `members`:
-/// 512 KiB for two, 128 KiB for three or four, 64 KiB for more (each member stores (members - 1) x
-/// twice its bytes, and polls as many). For two, the crossover with one-shot channel steps lies
-/// between 512 KiB and 1 MiB on 2 x H200 (the benchmark's GPUCOMM_BENCH_COLL_ALGO places it).
+/// 512 KiB for two, 128 KiB for three or four, 64 KiB for more; above it they take channel steps
+/// or rounds. Packets spare a call those protocols' flag words, fences and round trips (one
+/// one-way trip) at the price of twice the bytes on the wire (each member stores (members - 1) x
+/// twice its bytes, and polls as many lines): they pay for small messages, the smaller the larger
+/// the team. The limit depends on `members` alone, so every member of a call makes the same choice.
+/// docs/contributing/benchmarks.md says how to place it on a machine.
 GPUCOMM_HD constexpr std::size_t packet_limit(int members) {
   return std::size_t{members <= 2 ? 512u : members <= 4 ? 128u : 64u} << 10;
 }

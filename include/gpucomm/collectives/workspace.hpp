@@ -120,13 +120,15 @@ struct collective_workspace {
 
   /// Bytes per PE that the automatic channel block keeps a workspace within, where it can.
   static constexpr std::size_t automatic_budget = std::size_t{64} << 20;
-  /// The largest automatic channel block: larger steps gain nothing measurable.
+  /// The largest automatic channel block: past it a step's fixed cost is already spread over
+  /// enough bytes, and a larger block would only grow the workspace.
   static constexpr std::size_t automatic_channel_block_most = std::size_t{256} << 10;
   /// The channel block a workspace of `parts` parts of `block_bytes` blocks (already rounded) gets
   /// for `team_size` members when none is asked for: the largest multiple of 4 KiB that keeps the
   /// whole workspace within automatic_budget, at most automatic_channel_block_most, and never
-  /// below block_bytes (up to that most). Channel steps cost a few microseconds each whatever
-  /// they move, so larger blocks are what make large collectives fast.
+  /// below block_bytes (up to that most). Each channel step has a fixed cost whatever it moves (a
+  /// flag to publish and one to wait for), so larger blocks, and fewer steps, are what make large
+  /// collectives fast.
   GPUCOMM_HD static constexpr std::size_t automatic_channel_block_bytes(int team_size, std::size_t block_bytes,
                                                                         int parts) {
     std::size_t const most = automatic_channel_block_most;
