@@ -215,18 +215,11 @@ void moe_combine(gpucomm_torch::moe_plan& p, long long call, at::Tensor const& e
 }
 
 /// What gpucomm counted on the device since the last call, as gpucomm's message ("" when nothing):
-/// gpucomm_torch.py raises it. Only the device wait runs without the GIL (wait_device: runtime calls
-/// alone, nothing thrown); the report is read and formatted with the GIL held, and comes back as a
-/// value (the core catches its exceptions).
+/// gpucomm_torch.py raises it. The wait runs without the GIL.
 std::string synchronize(gpucomm_torch::communicator& c) {
   TORCH_CHECK(!c.closed(), "gpucomm synchronize: the communicator is closed");
-  std::string failed;
-  {
-    py::gil_scoped_release nogil;
-    failed = c.wait_device();
-  }
-  if (!failed.empty()) return failed;
-  return c.synchronize();  // the GPU is idle now: the wait inside is immediate
+  py::gil_scoped_release nogil;
+  return c.synchronize();
 }
 
 }  // namespace

@@ -269,7 +269,7 @@ class Communicator:
         RuntimeError naming what gpucomm counted on the device since the last call: MoE rows past a
         plan's max_recv_rows ("received rows past max_recv_rows ... were dropped"), a device token
         count above max_tokens, expert ids outside [-1, experts). Local: each rank reports its own."""
-        # The extension returns gpucomm's report as a str (no exception leaves the core); raised here.
+        # The extension returns gpucomm's report as a str ("" when there is nothing); raised here.
         problem = self._impl.synchronize()
         if problem:
             raise RuntimeError(problem)

@@ -102,33 +102,20 @@ communicator::~communicator() {
   }
 }
 
-std::string communicator::wait_device() {
-  if (!state_) return "gpucomm_torch: synchronize on a closed communicator";
-  int const pe = state_->world.local_pes().front();
-  // Every stream of this process on the GPU (torch's among them: they share the primary context),
-  // so that the words gpucomm counts in are final. Plain runtime calls, no gpucomm::error: nothing
-  // here throws.
-  int before = 0;
-  cudaError_t rc = cudaGetDevice(&before);
-  if (rc == cudaSuccess) rc = cudaSetDevice(device_);
-  if (rc == cudaSuccess) {
-    rc = cudaDeviceSynchronize();
-    cudaSetDevice(before);
-  }
-  if (rc == cudaSuccess) return {};
-  return "gpucomm: cudaDeviceSynchronize on PE " + std::to_string(pe) + ": " + cudaGetErrorName(rc) + " (" +
-         cudaGetErrorString(rc) + ")";
-}
-
 std::string communicator::synchronize() {
   if (!state_) throw std::logic_error("gpucomm_torch: synchronize on a closed communicator");
+  auto& w = state_->world;
+  int const pe = w.local_pes().front();
   try {
-    if (std::string failed = wait_device(); !failed.empty()) return failed;
-    state_->world.synchronize();
-  } catch (std::exception const& e) {
-    return e.what();  // gpucomm::error above all: the report itself
-  } catch (...) {
-    return "gpucomm_torch: synchronize failed with an exception that is not a std::exception";
+    {
+      // Every stream of this process on the GPU (torch's among them: they share the primary
+      // context), so that the words gpucomm counts in are final; then the world reads and reports them.
+      on_device const here(device_, pe);
+      GPUCOMM_CUDA_CHECK(cudaDeviceSynchronize(), pe);
+    }
+    w.synchronize();
+  } catch (gpucomm::error const& e) {
+    return e.what();  // the report is this call's result: gpucomm_torch.py raises it
   }
   return {};
 }

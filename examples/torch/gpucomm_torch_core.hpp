@@ -53,17 +53,12 @@ class communicator {
   /// calls with the same n and type, in the same order. Returns once the kernel is launched.
   void all_reduce(void* dst, void const* src, std::size_t n, element type, std::uintptr_t stream);
 
-  /// Waits for this process's work on the communicator's GPU (every stream). Returns "" when it all
-  /// finished, else the CUDA error that ended it, as a message. Throws nothing and reaches neither
-  /// gpucomm's reports nor the bootstrap: the binding calls it without the GIL.
-  std::string wait_device();
-
-  /// wait_device(), then what gpucomm counted on the device since the last call
-  /// (gpucomm::world::synchronize): MoE rows past max_recv_rows, a device token count past
-  /// max_tokens, expert ids out of range, a kernel that failed. Returns the message naming them,
-  /// empty when there is nothing to report; every exception of the report is caught here and
-  /// returned as its message, so none leaves this library (gpucomm_torch.py raises the message).
-  /// Throws std::logic_error on a closed communicator. Local: not collective.
+  /// Waits for this process's work on the communicator's GPU (every stream), then reports what
+  /// gpucomm counted on the device since the last call (gpucomm::world::synchronize): MoE rows past
+  /// max_recv_rows, a device token count past max_tokens, expert ids out of range, a kernel that
+  /// failed. Returns gpucomm's message naming them, empty when there is nothing to report (the
+  /// binding calls this without the GIL; gpucomm_torch.py raises the message). Throws
+  /// std::logic_error on a closed communicator. Local: not collective.
   std::string synchronize();
 
   /// Closes the MoE plans still open (in the order they were made), then frees the workspace and the

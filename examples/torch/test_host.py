@@ -3,7 +3,7 @@
 stand-in (and torch too, where it is not installed), run by CTest (example_torch.host).
 
 Communicator.synchronize raises gpucomm's report itself: the extension returns it as a str ("" when
-there is nothing to report), and no exception leaves the core's synchronize."""
+there is nothing to report)."""
 import os
 import sys
 import types
