@@ -193,14 +193,21 @@ def main() -> int:
             ly = t["nccl", "layer"][0] / t["gpucomm", "layer"][0]
             log(f"{m:>6} {m * a.hidden * 2:>9} | {t['nccl', 'allreduce'][0]:>18.2f} {t['gpucomm', 'allreduce'][0]:>8.2f} "
                 f"{ar:>6.2f} | {t['nccl', 'layer'][0]:>14.2f} {t['gpucomm', 'layer'][0]:>8.2f} {ly:>6.2f}")
+    return finish(rank, size, comm, rows, failures, a.out, t0)
+
+
+def finish(rank: int, size: int, comm, rows: list[dict], failures: list[str], out: str, t0: float) -> int:
+    """Collective: gathers every rank's failures, and on rank 0 prints them and appends the rows to
+    `out` (every row an error row when a check failed anywhere); closes `comm` and the process group.
+    1 when a check failed, else 0."""
     every = [None] * size
     dist.all_gather_object(every, failures)
     bad = [f for fs in every for f in fs]
     if rank == 0:
         for f in bad:
             log(f"FAIL {f}")
-        if a.out:
-            with open(a.out, "a") as f:
+        if out:
+            with open(out, "a") as f:
                 for r in rows:
                     if bad:
                         r["status"] = "error"
