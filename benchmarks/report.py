@@ -28,6 +28,11 @@ LIMIT_CASES = ("pingpong_limits", "quiet_limits", "barrier_limits", "copy_limits
 # and busbw (GB/s); gpucomm and NCCL in the same run (NCCL has no alltoallv).
 COLL_CASES = ("allreduce", "allgather", "alltoall", "reduce_scatter", "alltoallv")
 COLL_METRICS = ("latency", "algbw", "busbw")
+# The PyTorch example's MoE dispatch + combine (examples/torch/bench_moe.py): per shape ("decode",
+# "prefill") and mode ("graph", "eager"), a latency row (us per pair) and a bandwidth row (GB/s =
+# 2 x size / time), size = the bytes dispatched per GPU; gpucomm's rows and torch + NCCL's ("nccl").
+MOE_CASE = "moe"
+MOE_SHAPES = ("decode", "prefill")
 NIC_MODEL_NOTE = ("Measured against gpucomm's software NIC model as a drain-only consumer (it reads doorbells and "
                   "completes everything without touching the WQEs), on one GPU: what posting costs the GPU, not what "
                   "a real NIC sustains.")
@@ -217,6 +222,7 @@ def headline(rows):
     lines.extend(p2pcopy_lines(r, bw))
     lines.extend(proxyqueue_lines(r, gp))
     lines.extend(collective_lines(r))
+    lines.extend(moe_lines(r))
     # verbs_gpu against the software NIC model (drain-only): what posting costs the GPU, no NIC.
     nic = "software NIC model (drain-only), not a real NIC"
     gr = best(pick(r, case="verbs_posting_rate", library="gpucomm", scope="gpu"))
@@ -380,6 +386,96 @@ def collective_lines(r):
     return lines
 
 
+def moe_points(r):
+    """{(npes, shape): {(library, mode, metric): row}} of the moe case's rows."""
+    pts = defaultdict(dict)
+    for x in pick(r, case=MOE_CASE):
+        shape, _, mode = x.get("variant", "").partition(" ")
+        pts[(x.get("npes"), shape)][(x["library"], mode, x["metric"])] = x
+    return pts
+
+
+def moe_baseline(p):
+    """The torch baseline of one point: the faster of torch + NCCL graph-captured and eager, as
+    (mode, latency row, bandwidth row), or None."""
+    modes = [m for m in ("graph", "eager") if ("nccl", m, "latency") in p]
+    if not modes:
+        return None
+    m = min(modes, key=lambda m: p[("nccl", m, "latency")]["value"])
+    return m, p[("nccl", m, "latency")], p.get(("nccl", m, "bandwidth"))
+
+
+def moe_lines(r):
+    """MoE dispatch + combine (examples/torch/bench_moe.py) against the torch baseline (the faster of
+    its graph-captured and eager modes): decode shape, gpucomm's graph-captured time per pair at most
+    0.5x the baseline's; prefill shape, at least 250 GB/s of dispatched bytes per GPU."""
+    lines = []
+    pts = moe_points(r)
+    for (pes, shape), p in sorted(pts.items(), key=lambda kv: (kv[0][0], MOE_SHAPES.index(kv[0][1])
+                                                              if kv[0][1] in MOE_SHAPES else 9, kv[0][1])):
+        if shape not in MOE_SHAPES:
+            continue
+        g = p.get(("gpucomm", "graph", "latency"))
+        ge = p.get(("gpucomm", "eager", "latency"))
+        base = moe_baseline(p)
+        peer = f"torch + NCCL, {base[0]}" if base else "torch + NCCL"
+        eager = f"; eager {fmt(ge['value'], 'us')}" if ge else ""
+        if shape == "decode":
+            bl = base[1]["value"] if base else None
+            lines.append(Line(f"MoE dispatch + combine, decode shape, {pes} PEs: time per pair against the torch "
+                              "baseline", g and g["value"], bl, peer_name=peer, higher=False, unit="us",
+                              g_where=f" (graph{eager})", target=0.5 * bl if bl else None,
+                              fmt_target=lambda v: f"0.5x the baseline = {fmt(v, 'us')}",
+                              wanted="<= 0.5x the torch baseline"))
+        else:
+            gb = p.get(("gpucomm", "graph", "bandwidth"))
+            bb = base[2] if base else None
+            lines.append(Line(f"MoE dispatch + combine, prefill shape, {pes} PEs: GB/s of dispatched bytes per GPU",
+                              gb and gb["value"], bb and bb["value"], peer_name=peer, unit="GB/s",
+                              g_where=f" (graph, {fmt(g['value'], 'us')} per pair{eager})" if g else "",
+                              target=250))
+    return lines
+
+
+def moe_tables(rows):
+    """MoE dispatch + combine: one table per PE count, a line per shape."""
+    pts = moe_points(ok(rows))
+    if not pts:
+        return []
+    out = ["examples/torch/bench_moe.py: time per (dispatch, combine) pair (median over repetitions), bf16 tokens, "
+           "random routing with a fixed seed (shapes in each row's note). bytes = the bytes dispatched per GPU: one "
+           "row of 2 x hidden bytes per (token, other rank) pair, rows that stay on their rank left out (mean over "
+           "the ranks); GB/s = 2 x bytes / time (dispatch sends them, combine brings as many back). gpucomm: "
+           "MoEPlan.dispatch + combine; torch + NCCL: all_to_all_single plus index permutes, graph-captured with the "
+           "routing's split sizes fixed, or eager with the split sizes read on the host every call; the baseline is "
+           "the faster of the two. \"baseline / gpucomm\" is the baseline's time over gpucomm's graph-captured time "
+           "(> 1: gpucomm faster).", ""]
+    head = ["shape", "bytes", "gpucomm graph us", "gpucomm eager us", "torch + NCCL graph us", "torch + NCCL eager us",
+            "baseline / gpucomm", "gpucomm GB/s", "baseline GB/s", "CTAs"]
+    for pes in sorted({k[0] for k in pts}):
+        out += [f"### moe · {pes} PEs", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        shapes = sorted((s for n, s in pts if n == pes), key=lambda s: (MOE_SHAPES.index(s) if s in MOE_SHAPES else 9, s))
+        for shape in shapes:
+            p = pts[(pes, shape)]
+
+            def v(lib, mode, metric="latency"):
+                x = p.get((lib, mode, metric))
+                return x["value"] if x else None
+
+            base = moe_baseline(p)
+            g = v("gpucomm", "graph")
+            any_row = next(iter(p.values()))
+            cells = [shape, fmt(any_row["size"] / 1e6, "MB")] + [
+                fmt(x) if x is not None else "" for x in (g, v("gpucomm", "eager"), v("nccl", "graph"), v("nccl", "eager"))]
+            cells.append(f"{base[1]['value'] / g:.2f}x ({base[0]})" if base and g else "")
+            cells.append(fmt(v("gpucomm", "graph", "bandwidth")) if v("gpucomm", "graph", "bandwidth") is not None else "")
+            cells.append(fmt(base[2]["value"]) if base and base[2] else "")
+            cells.append(str(p.get(("gpucomm", "graph", "latency"), {}).get("ctas", "")))
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    return out
+
+
 def headline_md(rows):
     out = ["| " + " | ".join(HEADLINE_HEAD) + " |", "|" + "---|" * len(HEADLINE_HEAD)]
     for line in headline(rows):
@@ -408,8 +504,8 @@ def tables(rows):
     """One markdown table per (case, variant, scope, npes, metric): sizes down, (ctas, library) across."""
     groups = defaultdict(list)
     for x in ok(rows):
-        if x["case"] in COLL_CASES and x.get("metric") in COLL_METRICS:
-            continue  # coll_tables
+        if (x["case"] in COLL_CASES and x.get("metric") in COLL_METRICS) or x["case"] == MOE_CASE:
+            continue  # coll_tables, moe_tables
         if x["case"] in VERBS_CASES:  # a handful of points: one table, a line per scope and variant
             groups[(x["case"], "", "", x.get("npes", 1), x["metric"], x["unit"])].append(x)
         elif x["case"] in LIMIT_CASES and x["case"] != "copy_limits":  # one table per case, a line per variant
@@ -948,6 +1044,9 @@ def markdown_text(doc):
     coll = coll_tables(rows)
     if coll:
         md += ["## Device collectives next to NCCL", ""] + coll
+    moe = moe_tables(rows)
+    if moe:
+        md += ["## MoE dispatch and combine next to torch + NCCL", ""] + moe
     md.append("## All results")
     md.append("")
     md.extend(tables(rows))

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Host tests of benchmarks/report.py's logic that needs no GPU: reading ncu's CSV, naming its
-kernels by copy_profile's launch rows, and picking the isolating variants for the limits table."""
+kernels by copy_profile's launch rows, picking the isolating variants for the limits table, the
+headline's targets, and the MoE dispatch/combine rows."""
 import json
 import os
 import sys
@@ -235,6 +236,58 @@ class TargetsTest(unittest.TestCase):
         self.assertEqual((small.g, small.peer), (30.0, 40.0))  # 30/40 is the worse ratio of the two
         self.assertTrue(small.verdict().startswith("MISSED by 2.00"))  # 0.7 x 40 = 28
         self.assertEqual(line(lines, "PyTorch TP layer's allreduce, 2 PEs, bf16, 32 MiB").verdict(), "met")
+
+class MoeTest(unittest.TestCase):
+    """bench_moe.py's rows: the baseline is the faster torch + NCCL mode, held against gpucomm's
+    graph-captured figure (decode: time <= 0.5x; prefill: >= 250 GB/s); one table per PE count."""
+
+    def rows(self):
+        rows = []
+        for shape, nbytes, times in (("decode", 1835008, {("gpucomm", "graph"): 40.0, ("gpucomm", "eager"): 90.0,
+                                                           ("nccl", "graph"): 120.0, ("nccl", "eager"): 300.0}),
+                                     ("prefill", 117440512, {("gpucomm", "graph"): 1000.0, ("gpucomm", "eager"): 1100.0,
+                                                             ("nccl", "graph"): 2500.0, ("nccl", "eager"): 2000.0})):
+            for (lib, mode), us in times.items():
+                common = dict(library=lib, scope="", ctas=16 if lib == "gpucomm" else 0, size=nbytes)
+                rows.append(row("moe", f"{shape} {mode}", us, metric="latency", **common))
+                rows.append(row("moe", f"{shape} {mode}", 2 * nbytes / us / 1e3, metric="bandwidth", unit="GB/s", **common))
+        return rows
+
+    def test_the_baseline_is_the_faster_torch_mode(self):
+        lines = report.headline(self.rows())
+        decode = line(lines, "MoE dispatch + combine, decode shape, 2 PEs")
+        self.assertEqual((decode.g, decode.peer, decode.peer_name), (40.0, 120.0, "torch + NCCL, graph"))
+        self.assertAlmostEqual(decode.target, 60.0)
+        self.assertEqual(decode.verdict(), "met")
+        self.assertIn("eager 90.0 us", decode.g_txt())
+        prefill = line(lines, "MoE dispatch + combine, prefill shape, 2 PEs")
+        self.assertEqual(prefill.peer_name, "torch + NCCL, eager")  # 2000 us eager beats 2500 us graph
+        self.assertAlmostEqual(prefill.g, 2 * 117440512 / 1000.0 / 1e3)  # 234.9 GB/s
+        self.assertAlmostEqual(prefill.peer, 2 * 117440512 / 2000.0 / 1e3)
+        self.assertTrue(prefill.verdict().startswith("MISSED by 15"))
+
+    def test_a_missing_baseline_or_gpucomm_is_not_measured(self):
+        only_gpucomm = [x for x in self.rows() if x["library"] == "gpucomm"]
+        decode = line(report.headline(only_gpucomm), "MoE dispatch + combine, decode shape")
+        self.assertEqual((decode.target_txt(), decode.verdict()), ("<= 0.5x the torch baseline", "not measured"))
+        only_nccl = [x for x in self.rows() if x["library"] == "nccl"]
+        self.assertEqual(line(report.headline(only_nccl), "MoE dispatch + combine, prefill").verdict(), "not measured")
+        self.assertEqual([x for x in report.headline([]) if x.what.startswith("MoE")], [])
+
+    def test_one_table_per_pe_count_and_none_in_the_generic_tables(self):
+        rows = self.rows() + [dict(x, npes=4) for x in self.rows()]
+        md = report.moe_tables(rows)
+        self.assertEqual([x for x in md if x.startswith("### ")], ["### moe · 2 PEs", "### moe · 4 PEs"])
+        decode = next(x for x in md if x.startswith("| decode"))
+        self.assertEqual(decode, "| decode | 1.84 MB | 40.0 | 90.0 | 120 | 300 | 3.00x (graph) | 91.8 | 30.6 | 16 |")
+        prefill = next(x for x in md if x.startswith("| prefill"))
+        self.assertIn("| 2.00x (eager) | 235 | 117 | 16 |", prefill)
+        self.assertFalse([x for x in report.tables(rows) if "moe" in x])
+        self.assertIn("## MoE dispatch and combine next to torch + NCCL", report.markdown_text({
+            "rows": rows, "machine": {"gpu_name": "GPU", "gpu_count_used": 4, "driver_version": "",
+                                      "cuda_runtime_version": 0, "topology": ""},
+            "command": "x", "mode": "full", "seconds": 1, "date": "d", "semantics": "s"}))
+
 
 if __name__ == "__main__":
     unittest.main()
