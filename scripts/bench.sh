@@ -161,19 +161,23 @@ run_case() {
   record "$name" "$lib" "$npes" "$rc" "$took" "$note"
 }
 
-# run_tp_layer NPES: examples/torch/bench_tp_layer.py as NPES processes, one per GPU. Its extension
-# is built once into the run's folder, or taken from GPUCOMM_TORCH_BUILD where that folder holds one
-# (examples/torch/build.py --release --build-dir DIR, from this tree).
-run_tp_layer() {
-  local n=$1
-  wanted tp_layer || return 0
+# run_torch CASE SCRIPT NPES: a PyTorch example's benchmark (examples/torch/SCRIPT) as NPES
+# processes, one per GPU: tp_layer (bench_tp_layer.py), moe (bench_moe.py). The extension is built
+# once per run into the run's folder and shared by the cases, or taken from GPUCOMM_TORCH_BUILD where
+# that folder holds one (examples/torch/build.py --release --build-dir DIR, from this tree).
+run_torch() {
+  local name=$1 script=$2 n=$3
+  wanted "$name" || return 0
   if [ -z "$python" ] || ! "$python" -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
-    skip_row torch tp_layer "$n" "torch with CUDA is not importable by ${python:-python3}"
+    skip_row torch "$name" "$n" "torch with CUDA is not importable by ${python:-python3}"
     return
   fi
   local ext="$work/torch-build"
   if [ -n "${GPUCOMM_TORCH_BUILD:-}" ] && compgen -G "$GPUCOMM_TORCH_BUILD/_gpucomm_torch*.so" >/dev/null; then
     ext=$GPUCOMM_TORCH_BUILD
+  elif [ -f "$ext/.failed" ]; then
+    record "$name" torch "$n" 1 0 "the PyTorch example's extension did not build"
+    return
   elif [ ! -f "$ext/.built" ]; then
     echo "== build the PyTorch example's extension"
     if "$python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-build-isolation \
@@ -181,13 +185,14 @@ run_tp_layer() {
        PYTHONPATH="$work/torch-site" "$python" examples/torch/build.py --release --build-dir "$ext" >>"$log" 2>&1; then
       touch "$ext/.built"
     else
-      record tp_layer torch "$n" 1 0 "the PyTorch example's extension did not build"
+      mkdir -p "$ext" && touch "$ext/.failed"  # the next case does not build it again
+      record "$name" torch "$n" 1 0 "the PyTorch example's extension did not build"
       return
     fi
   fi
   GPUCOMM_TORCH_BUILD="$ext" PYTHONPATH="$root/examples/torch" \
-    run_case torch tp_layer "$n" "$bw_limit" "$python" -m torch.distributed.run --standalone --nproc_per_node="$n" \
-    examples/torch/bench_tp_layer.py --device local
+    run_case torch "$name" "$n" "$bw_limit" "$python" -m torch.distributed.run --standalone --nproc_per_node="$n" \
+    "examples/torch/$script" --device local
 }
 
 mpi=()
@@ -360,10 +365,12 @@ else
       [ "$c" != alltoallv ] && have bench_nccl && run_case nccl "$c" "$n" "$bw_limit" "$build/benchmarks/bench_nccl" "${only[@]}"
     done
   done
-  # The end-to-end case: the PyTorch example's tensor-parallel MLP layer and its allreduce against
-  # torch.distributed + NCCL (examples/torch/bench_tp_layer.py; rows of both libraries), where torch
-  # with CUDA is importable; its extension is built into the run's folder.
-  for n in "${pe_counts[@]}"; do run_tp_layer "$n"; done
+  # The end-to-end cases, where torch with CUDA is importable (rows of both libraries; the extension
+  # is built into the run's folder): the PyTorch example's tensor-parallel MLP layer and its allreduce
+  # against torch.distributed + NCCL (examples/torch/bench_tp_layer.py), and its MoE dispatch +
+  # combine against all_to_all_single over NCCL plus index permutes (examples/torch/bench_moe.py).
+  for n in "${pe_counts[@]}"; do run_torch tp_layer bench_tp_layer.py "$n"; done
+  for n in "${pe_counts[@]}"; do run_torch moe bench_moe.py "$n"; done
 fi
 
 # --cases: a name that matched no case of this machine's sweep is a mistake; say so, and exit 2 at

@@ -55,7 +55,8 @@ less), computed on each rank from its own tokens.
 
 (the three variables default to these values here, before NCCL starts). One rank per GPU (NCCL
 refuses two ranks on one GPU). --out appends one JSON row per figure in the benchmark suite's row
-format (case moe). Rank 0 prints a table: shape, tokens, bytes, each library's time per pair in each mode,
+format (case moe; scripts/bench.sh runs it with its other cases, and benchmarks/report.py renders
+the rows). Rank 0 prints a table: shape, tokens, bytes, each library's time per pair in each mode,
 the baseline's over gpucomm's graph-captured time (> 1: gpucomm faster), and the GB/s.
 """
 
