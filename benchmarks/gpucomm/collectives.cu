@@ -23,6 +23,7 @@
 // GPUCOMM_BENCH_COLL_BLOCK=bytes and GPUCOMM_BENCH_COLL_CHANNEL=bytes replace the workspace's parts,
 // block or channel block (to sweep them by hand); GPUCOMM_BENCH_COLL_PDL=0 turns PDL off for every
 // row; GPUCOMM_BENCH_COLL_ALGO=packets|one_shot|two_shot forces allreduce's algorithm.
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <memory>
@@ -118,6 +119,12 @@ void collective_sweep(bench::session& s, gpucomm::world& w, gpucomm::team_worksp
     int const calls = coll::calls_per_graph(sh.bytes);
     // What the launcher runs for this call (alltoallv: the kernel below, shaped as the others).
     gpucomm::launch_shape launch = gpucomm::rounds_launch_shape(ws);
+    if constexpr (k == op::alltoallv) {
+      std::size_t most = 0;  // the largest pair: the bound a caller gives alltoallv_launch_shape
+      for (int p = 0; p < npes; ++p)
+        for (int r = 0; r < npes; ++r) most = std::max(most, sh.pair_count(p, r));
+      launch = gpucomm::alltoallv_launch_shape<T, Tr>(ws, most);
+    }
     std::string algorithm;
     constexpr bool data = k == op::allgather || k == op::alltoall || k == op::reduce_scatter;
     if constexpr (data) {
@@ -150,7 +157,10 @@ void collective_sweep(bench::session& s, gpucomm::world& w, gpucomm::team_worksp
     where.metric = "latency";
     where.unit = "us";
     where.note =
-        std::string(k == op::alltoallv ? "device gpucomm::alltoallv, one CTA per part" : "host launcher gpucomm::") +
+        std::string(k == op::alltoallv
+                        ? "device gpucomm::alltoallv, one CTA per part, shaped by alltoallv_launch_shape for the "
+                          "largest pair"
+                        : "host launcher gpucomm::") +
         (k == op::alltoallv ? "" : coll::name(k)) +
         (k == op::allreduce ? requested == gpucomm::allreduce_algorithm::automatic
                                   ? " (allreduce_algorithm::automatic: the library chose " + algorithm + ")"

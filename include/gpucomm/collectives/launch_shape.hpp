@@ -31,12 +31,12 @@
 namespace gpucomm {
 
 /// The most bytes per member that the automatic choices send in packet epochs (allreduce's
-/// packets; allgather, alltoall, reduce_scatter: bytes per member pair), on a team of `members`:
-/// 512 KiB for two, 128 KiB for three or four, 64 KiB for more; above it they take channel steps
-/// or rounds. Packets spare a call those protocols' flag words, fences and round trips (one
-/// one-way trip) at the price of twice the bytes on the wire (each member stores (members - 1) x
-/// twice its bytes, and polls as many lines): they pay for small messages, the smaller the larger
-/// the team. The limit depends on `members` alone, so every member of a call makes the same choice.
+/// packets; allgather, alltoall, reduce_scatter and alltoallv's pairs: bytes per member pair), on a
+/// team of `members`: 512 KiB for two, 128 KiB for three or four, 64 KiB for more; above it they
+/// take channel steps or rounds. Packets spare a call those protocols' flag words, fences and round
+/// trips (one one-way trip) at the price of twice the bytes on the wire (each member stores
+/// (members - 1) x twice its bytes, and polls as many lines): they pay for small messages, the
+/// smaller the larger the team. The limit depends on `members` alone, so every member of a call makes the same choice.
 /// docs/contributing/benchmarks.md says how to place it on a machine.
 GPUCOMM_HD constexpr std::size_t packet_limit(int members) {
   return std::size_t{members <= 2 ? 512u : members <= 4 ? 128u : 64u} << 10;

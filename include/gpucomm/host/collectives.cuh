@@ -11,7 +11,8 @@
 // automatic choices made here, as the device makes them), the message's bytes, the workspace's
 // parts and its cta_limit(): the packet protocol takes CTAs of 256 threads by size (1 at 1 KiB to 64
 // at 256 KiB), the round protocols every part (up to the limit) in CTAs of 1024.
-// allreduce_launch_shape, data_launch_shape and rounds_launch_shape say what a call takes.
+// allreduce_launch_shape, data_launch_shape and rounds_launch_shape say what a call takes;
+// alltoallv_launch_shape advises device callers of alltoallv.
 //
 // The first form launches for PE `pe` on `stream` (a process-per-GPU program, as with NCCL: every
 // member process calls it); the second on every local PE's world stream (w.stream(pe)) with
@@ -397,6 +398,17 @@ template <class T, class Tr = NVLinkStore>
 launch_shape data_launch_shape(team_workspace const& ws, std::size_t n) {
   detail::collective_protocol const p = detail::data_protocol<Tr, T>(n, ws.members().size);
   return detail::shape_on(ws, p, p == detail::collective_protocol::packets ? n * sizeof(T) : 0);
+}
+
+/// The launch advised for a device gpucomm::alltoallv of T on ws whose pairs carry at most `most`
+/// elements (a bound the caller knows: MoE's tokens per rank, say): allgather's for that count,
+/// so a call whose pairs all fit its packet epoch runs as few CTAs of packet_threads as
+/// allgather would, each passing ws.view(pe).first_parts(ctas).part(blockIdx.x). Pairs above
+/// the bound still arrive (in channel steps), at the speed of a shape chosen for fewer elements.
+/// Every member must use the same shape.
+template <class T, class Tr = NVLinkStore>
+launch_shape alltoallv_launch_shape(team_workspace const& ws, std::size_t most) {
+  return data_launch_shape<T, Tr>(ws, most);
 }
 
 /// The launch broadcast and reduce make on ws, at every member, whatever the count (the round
