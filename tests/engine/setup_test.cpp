@@ -17,7 +17,8 @@
 //                asked of an engine that cannot register it, GPUCOMM_PROXY_ENGINE_DATA misspelt
 //   peer_killed  (mpirun, 2 processes) the last process dies by SIGKILL after set-up; the
 //                survivor's commands to it complete with engine_peer_failed (or engine_timed_out)
-//                within the deadline, and its commands to itself still work
+//                within the deadline, the peer is kept as lost (no teardown barrier with it), and
+//                its commands to itself still work
 // Exit status 0 when every check passed.
 
 #include <mpi.h>
@@ -37,6 +38,7 @@
 
 #include <gpucomm/host/mpi_bootstrap.hpp>
 #include <gpucomm/transport/proxy_queue/detail/engine_setup.hpp>
+#include <gpucomm/transport/proxy_queue/detail/teardown.hpp>
 
 #include "engine_harness.hpp"
 
@@ -183,6 +185,7 @@ class world_share {
   };
   std::vector<std::unique_ptr<local>>& locals() { return locals_; }
   std::optional<gd::proxy_failure> take_failure(std::uint64_t& count) { return failures_.take(count); }
+  gd::proxy_failures const& failures() const { return failures_; }
   gd::proxy_engines& engines() { return *engines_; }
   bool far() const { return !locals_.empty() && locals_.front()->real != nullptr; }
 
@@ -365,6 +368,13 @@ int run_peer_killed(world_share& w, int me, int npes, std::function<void()> cons
   check(l.wait(put_to(me)), "a put to itself completes");
   w.take_failure(count);
   check(count == 0, "the put to itself did not fail");
+  // The teardown's barrier (ProxyQueue's host half) is skipped: the victim would never arrive.
+  std::optional<std::string> const lost = w.failures().lost_peer();
+  check(lost && lost->rfind("PE " + std::to_string(victim) + " (engine_", 0) == 0,
+        "the dead peer is kept as lost (" + lost.value_or("nothing") + ")");
+  bool barrier_called = false;
+  check(!gd::teardown_barrier([&] { barrier_called = true; }, w.failures(), me) && !barrier_called,
+        "the teardown holds no barrier with the dead peer");
   w.stop();
   return 0;
 }

@@ -88,6 +88,12 @@ inline constexpr char const* errc_name(errc e) noexcept {
   return "engine_unknown_error";
 }
 
+/// Whether `e` says the peer is gone (its process, its connection, or its answers), rather than
+/// that one operation was wrong.
+inline constexpr bool is_peer_lost(errc e) noexcept {
+  return e == errc::peer_failed || e == errc::peer_unreachable || e == errc::timed_out;
+}
+
 /// What posting an operation gave: ok (a completion will come), or the error and why.
 struct posted {
   errc code = errc::ok;

@@ -41,6 +41,7 @@
 #include "detail/failures.hpp"
 #include "detail/nic_backend.hpp"
 #include "detail/proxy_thread.hpp"
+#include "detail/teardown.hpp"
 #include "options.hpp"
 #include "state.hpp"
 
@@ -96,7 +97,8 @@ class proxy_queue_host {
 
   /// Drains: waits for the kernels on the world's streams, then until every command they posted is
   /// complete (bounded: a kernel that died leaves tickets nobody publishes); peers may still be
-  /// copying into this PE's heap until every process is here; then stops the threads.
+  /// copying into this PE's heap until every process is here (teardown_barrier: not when a peer
+  /// was found gone); then stops the threads.
   ~proxy_queue_host() {
     current_device_guard const keep;
     for (int pe : world_->local_pes()) {
@@ -105,7 +107,8 @@ class proxy_queue_host {
     }
     std::string const left = drain(std::chrono::seconds(10));
     if (!left.empty()) std::fprintf(stderr, "gpucomm: ProxyQueue teardown: %s\n", left.c_str());
-    if (world_->one_process_per_gpu()) world_->bootstrap().barrier();
+    if (world_->one_process_per_gpu())
+      teardown_barrier([this] { world_->bootstrap().barrier(); }, failures_, world_->local_pes().front());
     threads_.clear();
     if (endpoints_) endpoints_->stop();  // the model, before the queues and registered memory it reads go
     std::uint64_t count = 0;

@@ -122,8 +122,8 @@ class engine_backend {
       pending_command const p = it->second;
       pending_.erase(it);
       if (e.code != engine::errc::ok) {
-        failures_->record(
-            {at_.pe, p.peer, p.op, e.id, p.bytes, std::string(engine::errc_name(e.code)) + ": " + e.what});
+        failures_->record({at_.pe, p.peer, p.op, e.id, p.bytes, std::string(engine::errc_name(e.code)) + ": " + e.what,
+                           engine::is_peer_lost(e.code)});
       } else if (p.op == proxy_queue::command_op::atomic && p.result != 0) {
         auto const width = static_cast<unsigned>(p.bytes);
         std::uint64_t const word = result_slot_word(e.fetched, width);  // its first `width` bytes
@@ -230,7 +230,7 @@ class engine_backend {
         return refuse(c, ticket, "the engine backend does not carry operation " + std::to_string(int(c.op)));
     }
     if (!r.ok()) {
-      fail(c, ticket, std::string(engine::errc_name(r.code)) + ": " + r.what);
+      fail(c, ticket, std::string(engine::errc_name(r.code)) + ": " + r.what, engine::is_peer_lost(r.code));
       return true;
     }
     pending_[ticket] = {c.op, peer, c.bytes, result};
@@ -261,8 +261,8 @@ class engine_backend {
     fail(c, ticket, std::string(engine::errc_name(engine::errc::refused)) + ": " + why);
     return true;
   }
-  void fail(proxy_queue::command const& c, std::uint64_t ticket, std::string const& why) {
-    failures_->record({at_.pe, c.pe, c.op, ticket, c.bytes, why});
+  void fail(proxy_queue::command const& c, std::uint64_t ticket, std::string const& why, bool peer_lost = false) {
+    failures_->record({at_.pe, c.pe, c.op, ticket, c.bytes, why, peer_lost});
   }
 
   engine::net_engine* engine_;

@@ -20,6 +20,9 @@ struct proxy_failure {
   std::uint64_t ticket = 0;
   std::uint64_t bytes = 0;
   std::string what;  ///< the failing call and its error, or the check that refused the command
+  /// The target is gone: its process died, its connection broke, or it stopped answering (the
+  /// engine's peer_failed and timed_out, the NIC's transport retries exhausted).
+  bool peer_lost = false;
 
   std::string op_name() const {
     switch (op) {
@@ -43,13 +46,21 @@ struct proxy_failure {
 };
 
 /// The failures of one world's proxies: the first is kept whole, the rest counted. Written by
-/// proxy threads, taken by world::synchronize() on the caller's thread.
+/// proxy threads, taken by world::synchronize() on the caller's thread. The first lost peer is
+/// kept apart and never cleared: the world's teardown asks for it after synchronize took the rest.
 class proxy_failures {
  public:
   void record(proxy_failure f) {
     std::lock_guard<std::mutex> const lock(m_);
+    if (f.peer_lost && !lost_) lost_ = "PE " + std::to_string(f.peer) + " (" + f.what + ")";
     if (!first_) first_ = std::move(f);
     ++count_;
+  }
+
+  /// The first peer a command found gone, with why, or nothing while every peer answers.
+  std::optional<std::string> lost_peer() const {
+    std::lock_guard<std::mutex> const lock(m_);
+    return lost_;
   }
 
   /// The first failure recorded since the last take, and how many there were; clears both.
@@ -61,8 +72,9 @@ class proxy_failures {
   }
 
  private:
-  std::mutex m_;
+  mutable std::mutex m_;
   std::optional<proxy_failure> first_;
+  std::optional<std::string> lost_;
   std::uint64_t count_ = 0;
 };
 

@@ -322,9 +322,13 @@ class nic_backend {
     }
     if (q.pending.empty()) return;
     pending_command const& first = q.pending.front();
+    // Transport retries exhausted: the peer's NIC stopped answering (its host or its port is gone).
+    bool const lost =
+        sq.last_error().syndrome == static_cast<std::uint8_t>(verbs_gpu::cqe_syndrome::transport_retry_exc_err);
     failures_->record({at_.pe, peer, first.op, first.ticket, first.bytes,
                        "the NIC completed it with an error: " + error_text(q) + " (" +
-                           std::to_string(q.pending.size()) + " commands on the queue failed with it)"});
+                           std::to_string(q.pending.size()) + " commands on the queue failed with it)",
+                       lost});
     for (auto const& p : q.pending) done(p.ticket);
     q.pending.clear();
   }
