@@ -5,10 +5,11 @@ without, for what that costs UCX): TCP over the loopback interface (UCX_TLS=tcp,
 UCX_NET_DEVICES=lo), two processes on one machine. A smoke run: it says whether the proxy path adds
 overhead to the engine, not what a network delivers.
 
-  benchmarks/engine/smoke.py --build BUILD [--out RESULTS.json]
+  benchmarks/engine/smoke.py --build BUILD [--out RESULTS.json] [--no-build]
 
 BUILD is a build folder configured with -DGPUCOMM_BUILD_BENCHMARKS=ON where gpucomm::ucx and
-gpucomm::mpi exist; the script builds bench_engine there. Needs mpirun and ucx_perftest (Debian:
+gpucomm::mpi exist; the script builds bench_engine there (--no-build: runs the bench_engine
+already in BUILD/benchmarks, e.g. one built on another machine). Needs mpirun and ucx_perftest (Debian:
 openmpi-bin, ucx-utils). Writes gpucomm.engine-smoke/1 JSON: the rows (metric, size, value, unit,
 source), and the ratios the targets are stated in:
   put_bw / ucx_perftest ucp_put_bw, per size (target >= 0.8);
@@ -69,12 +70,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", required=True)
     parser.add_argument("--out")
+    parser.add_argument("--no-build", action="store_true", help="run the bench_engine already in BUILD")
     args = parser.parse_args()
     for tool in ("mpirun", "ucx_perftest"):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} not found (Debian: openmpi-bin, ucx-utils)")
-    subprocess.run(["cmake", "--build", args.build, "--target", "bench_engine"], check=True,
-                   stdout=subprocess.DEVNULL)
+    bench = os.path.join(args.build, "benchmarks", "bench_engine")
+    if not args.no_build:
+        subprocess.run(["cmake", "--build", args.build, "--target", "bench_engine"], check=True,
+                       stdout=subprocess.DEVNULL)
+    elif not os.access(bench, os.X_OK):
+        sys.exit(f"--no-build: {bench} is not there")
     rows = []
     port = 13600 + os.getpid() % 1000
     # The reference is UCX's benchmark with endpoints that detect a failed peer (-e), as the
@@ -90,7 +96,6 @@ def main():
         p50, avg, _ = perftest("ucp_put_lat", 8, LAT_ITERATIONS, port, error_handling)
         rows.append({"metric": "put_lat", "size": 8, "iterations": LAT_ITERATIONS, "value": avg, "median": p50,
                      "unit": "us", "source": "ucx_perftest ucp_put_lat" + how})
-    bench = os.path.join(args.build, "benchmarks", "bench_engine")
     command = ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", "--mca", "pml", "ob1", "--mca", "btl",
                "self,tcp", "--mca", "btl_tcp_if_include", "lo", bench]
     gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
