@@ -8,8 +8,14 @@ stack_tool() {
   if [ -n "${GPUCOMM_STACK_TOOL:-}" ]; then echo "$GPUCOMM_STACK_TOOL"
   elif command -v eu-stack > /dev/null; then echo "eu-stack -p"
   elif command -v gdb > /dev/null; then echo "gdb -batch -ex 'thread apply all bt' -p"
-  # cuda-gdb takes a lock file that would let only one of the parallel sessions attach.
-  elif command -v cuda-gdb > /dev/null; then echo "cuda-gdb --cuda-use-lockfile=0 -batch -ex 'thread apply all bt' -p"
+  # cuda-gdb takes a lock file that would let only one of the parallel sessions attach; the
+  # versions that refuse the option to skip it (CUDA 13's) attach without it.
+  elif command -v cuda-gdb > /dev/null; then
+    if cuda-gdb --cuda-use-lockfile=0 --version > /dev/null 2>&1; then
+      echo "cuda-gdb --cuda-use-lockfile=0 -batch -ex 'thread apply all bt' -p"
+    else
+      echo "cuda-gdb -batch -ex 'thread apply all bt' -p"
+    fi
   fi
 }
 
