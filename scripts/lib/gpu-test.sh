@@ -146,7 +146,11 @@ if [ $failures -eq 1 ]; then
 elif [ $bulk -eq 1 ]; then
   cmd=("${cmd[@]}" bash "$here/racecheck-bulk.sh" "$binary" "${args[@]}")
 elif [ -n "$tool" ]; then
-  cmd=("${cmd[@]}" compute-sanitizer --tool "$tool" --error-exitcode 1 "$binary" "${args[@]}")
+  # GPUCOMM_TEST_SANITIZER_API_ERRORS (an --env): compute-sanitizer's --report-api-errors, for
+  # suites whose libraries probe the CUDA API and expect failures (UCX with CUDA).
+  api=()
+  [ -n "${GPUCOMM_TEST_SANITIZER_API_ERRORS:-}" ] && api=(--report-api-errors "$GPUCOMM_TEST_SANITIZER_API_ERRORS")
+  cmd=("${cmd[@]}" compute-sanitizer --tool "$tool" "${api[@]}" --error-exitcode 1 "$binary" "${args[@]}")
 else
   cmd=("${cmd[@]}" "$binary" "${args[@]}")
 fi
