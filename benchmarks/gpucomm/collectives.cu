@@ -1,6 +1,6 @@
 // gpucomm's device collectives next to NCCL's (benchmarks/nccl/main.cu runs the same cases):
-//   allreduce, allgather, alltoall, reduce_scatter   the host launchers of host/collectives.cuh
-//   alltoallv                                         the device alltoallv, from a kernel of ours
+//   allreduce, allgather, alltoall, reduce_scatter, alltoallv   the host launchers of
+//                                                               host/collectives.cuh
 // with nccl-tests' semantics (harness/collectives.cuh: the size axis, algbw, busbw), float32 sum
 // (allreduce also bf16), out of place, on the world team of one process over --npes PEs (PE i on
 // GPU i mod the GPUs visible; with fewer GPUs than PEs the PEs share them and the rows say smoke).
@@ -38,17 +38,6 @@ namespace {
 namespace coll = bench::coll;
 using coll::op;
 using Tr = gpucomm::NVLinkStore;
-
-/// The device alltoallv the way the launchers run the other collectives: CTA k runs part k.
-template <class T>
-__global__ void __launch_bounds__(1024)
-    alltoallv_kernel(gpucomm::comm<Tr> c, gpucomm::collective_workspace ws, T* dst, std::size_t* recv_counts,
-                     std::size_t dst_capacity, T const* src, std::size_t const* send_counts,
-                     std::size_t const* send_offsets) {
-  auto const block = cg::this_thread_block();
-  gpucomm::alltoallv(c, block, ws.part(static_cast<int>(blockIdx.x)), dst, recv_counts, dst_capacity, src, send_counts,
-                     send_offsets);
-}
 
 struct workspace_choice {
   int parts = gpucomm::workspace_options{}.parts;
@@ -117,10 +106,10 @@ void collective_sweep(bench::session& s, gpucomm::world& w, gpucomm::team_worksp
     coll::shape const sh = coll::shape_of(k, size, sizeof(T), npes, skewed);
     if (sh.count == 0) continue;  // less than one element per rank
     int const calls = coll::calls_per_graph(sh.bytes);
-    // What the launcher runs for this call (alltoallv: the kernel below, shaped as the others).
+    // What the launcher runs for this call.
     gpucomm::launch_shape launch = gpucomm::rounds_launch_shape(ws);
+    std::size_t most = 0;  // alltoallv: the largest pair, the bound its caller gives the launcher
     if constexpr (k == op::alltoallv) {
-      std::size_t most = 0;  // the largest pair: the bound a caller gives alltoallv_launch_shape
       for (int p = 0; p < npes; ++p)
         for (int r = 0; r < npes; ++r) most = std::max(most, sh.pair_count(p, r));
       launch = gpucomm::alltoallv_launch_shape<T, Tr>(ws, most);
@@ -157,11 +146,8 @@ void collective_sweep(bench::session& s, gpucomm::world& w, gpucomm::team_worksp
     where.metric = "latency";
     where.unit = "us";
     where.note =
-        std::string(k == op::alltoallv
-                        ? "device gpucomm::alltoallv, one CTA per part, shaped by alltoallv_launch_shape for the "
-                          "largest pair"
-                        : "host launcher gpucomm::") +
-        (k == op::alltoallv ? "" : coll::name(k)) +
+        std::string("host launcher gpucomm::") + coll::name(k) +
+        (k == op::alltoallv ? " (counts in device memory; most = the largest pair)" : "") +
         (k == op::allreduce ? requested == gpucomm::allreduce_algorithm::automatic
                                   ? " (allreduce_algorithm::automatic: the library chose " + algorithm + ")"
                                   : " (allreduce_algorithm::" + algorithm + ", forced by GPUCOMM_BENCH_COLL_ALGO)"
@@ -211,10 +197,7 @@ void collective_sweep(bench::session& s, gpucomm::world& w, gpucomm::team_worksp
         } else {
           static_assert(k == op::alltoallv);
           std::size_t* const c = counts[pe].get();  // send counts, send offsets, recv counts
-          BENCH_CUDA(cudaSetDevice(w.device(pe)));
-          alltoallv_kernel<T><<<static_cast<unsigned>(launch.ctas), static_cast<unsigned>(launch.threads), 0, st>>>(
-              w.comm<Tr>(pe), ws.view(pe).first_parts(launch.ctas), d, c + 2 * npes, sh.recv, x, c, c + npes);
-          BENCH_CUDA(cudaGetLastError());
+          gpucomm::alltoallv<Tr>(w, ws, pe, d, c + 2 * npes, sh.recv, x, c, c + npes, most, st);
         }
       };
       auto check_all = [&](char const* when) {

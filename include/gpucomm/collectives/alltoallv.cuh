@@ -175,19 +175,20 @@ __device__ void alltoallv_receive_inline(G const& g, round_context const& x, std
   }
 }
 
-}  // namespace detail
-
+/// alltoallv (below), entered as `entry` says: a host launcher's kernel (collective_entry::
+/// kernel_start) needs no fence before its packet epoch, the kernel boundary orders the slot's reuse.
 template <class Tr, group G, class T>
-__device__ void alltoallv(comm<Tr> const& c, G const& g, collective_workspace const& ws, T* dst,
-                          std::size_t* recv_counts, std::size_t dst_capacity, T const* src,
-                          std::size_t const* send_counts, std::size_t const* send_offsets) {
-  detail::round_context const x = detail::enter_collective(c, g, ws, "alltoallv");
+__device__ void alltoallv_as(comm<Tr> const& c, G const& g, collective_workspace const& ws, T* dst,
+                             std::size_t* recv_counts, std::size_t dst_capacity, T const* src,
+                             std::size_t const* send_counts, std::size_t const* send_offsets,
+                             [[maybe_unused]] collective_entry entry) {
+  round_context const x = enter_collective(c, g, ws, "alltoallv");
   if (ws.block_bytes < 16 * static_cast<std::size_t>(x.size))
-    detail::device_misuse("alltoallv", "the workspace's blocks hold less than 16 bytes per team member");
-  constexpr bool packets = detail::load_stores_everywhere<Tr>;
+    device_misuse("alltoallv", "the workspace's blocks hold less than 16 bytes per team member");
+  constexpr bool packets = load_stores_everywhere<Tr>;
   // Whether a pair's count goes in channel steps or rounds (not in the packet epoch).
   auto stepped = [&](std::size_t count) {
-    return !packets || !detail::alltoallv_inline<T>(count, x.size, x.ws.parts, x.ws.block_bytes);
+    return !packets || !alltoallv_inline<T>(count, x.size, x.ws.parts, x.ws.block_bytes);
   };
   // The counts: from every member s, {its count for this member, its largest count for a peer that
   // goes in steps} into in[2 s], in[2 s + 1], a block of this member's own round slot 1.
@@ -197,9 +198,9 @@ __device__ void alltoallv(comm<Tr> const& c, G const& g, collective_workspace co
   auto* const in = x.block<std::uint64_t>(1, x.rank);
   [[maybe_unused]] std::uint64_t epoch = 0;
   if constexpr (packets) {
-    epoch = detail::next_epochs(g, x.words + collective_workspace::packet_round_word, 1);
-    detail::order_packet_epoch(g);
-    detail::alltoallv_send_packets(c, g, x, epoch, src, send_counts, send_offsets, my_largest, in);
+    epoch = next_epochs(g, x.words + collective_workspace::packet_round_word, 1);
+    if (entry == collective_entry::device_call) order_packet_epoch(g);
+    alltoallv_send_packets(c, g, x, epoch, src, send_counts, send_offsets, my_largest, in);
   } else {
     // Staged in this member's own block of round slot 0.
     auto* const stage = x.block<std::uint64_t>(0, x.rank);
@@ -208,10 +209,10 @@ __device__ void alltoallv(comm<Tr> const& c, G const& g, collective_workspace co
       stage[2 * r + 1] = my_largest;
     }
     group_sync(g);
-    std::uint64_t const counts_round = detail::run_round<std::uint64_t>(
+    std::uint64_t const counts_round = run_round<std::uint64_t>(
         c, g, x,
         [&](int r) {
-          return detail::round_send<std::uint64_t>{stage + 2 * r, 2};
+          return round_send<std::uint64_t>{stage + 2 * r, 2};
         },
         [](int) { return true; });
     for (int s = static_cast<int>(group_rank(g)); s < x.size; s += static_cast<int>(group_size(g))) {
@@ -229,7 +230,7 @@ __device__ void alltoallv(comm<Tr> const& c, G const& g, collective_workspace co
     if (group_rank(g) == 0) recv_counts[s] = count;
   }
   if (total > dst_capacity)
-    detail::device_misuse("alltoallv", "the elements received exceed dst_capacity; nothing was written");
+    device_misuse("alltoallv", "the elements received exceed dst_capacity; nothing was written");
   auto count_from = [&](int s) -> std::size_t { return in[2 * s]; };
   auto recv_offset = [&](int s) {
     std::size_t at = 0;
@@ -237,53 +238,62 @@ __device__ void alltoallv(comm<Tr> const& c, G const& g, collective_workspace co
     return at;
   };
   // Own block: a local copy of this part's share.
-  detail::element_range const own = detail::part_range(send_counts[x.rank], x.part, x.ws.parts);
-  detail::copy_elements(g, dst + recv_offset(x.rank) + own.lo, src + send_offsets[x.rank] + own.lo, own.size());
-  if constexpr (packets) detail::alltoallv_receive_inline<T, Tr>(g, x, epoch, dst, count_from, recv_offset);
+  element_range const own = part_range(send_counts[x.rank], x.part, x.ws.parts);
+  copy_elements(g, dst + recv_offset(x.rank) + own.lo, src + send_offsets[x.rank] + own.lo, own.size());
+  if constexpr (packets) alltoallv_receive_inline<T, Tr>(g, x, epoch, dst, count_from, recv_offset);
   // Data in steps: every stepped pair's share is at most ceil(largest / parts), so this many chunks
   // suffice for every member, and every member computes the same number (none when no pair steps).
   std::size_t const longest_share =
       (largest + static_cast<std::size_t>(x.ws.parts) - 1) / static_cast<std::size_t>(x.ws.parts);
   auto chunk_to = [&](int r, std::size_t j, std::size_t per_chunk) {
-    if (!stepped(send_counts[r])) return detail::round_send<T>{};
-    detail::element_range const share = detail::part_range(send_counts[r], x.part, x.ws.parts);
-    detail::element_range const chunk = detail::chunk_of(share.size(), j, per_chunk);
-    return detail::round_send<T>{src + send_offsets[r] + share.lo + chunk.lo, chunk.size()};
+    if (!stepped(send_counts[r])) return round_send<T>{};
+    element_range const share = part_range(send_counts[r], x.part, x.ws.parts);
+    element_range const chunk = chunk_of(share.size(), j, per_chunk);
+    return round_send<T>{src + send_offsets[r] + share.lo + chunk.lo, chunk.size()};
   };
   auto chunk_from = [&](int s, std::size_t j, std::size_t per_chunk) {
-    if (!stepped(count_from(s))) return detail::element_range{};
-    detail::element_range const share = detail::part_range(count_from(s), x.part, x.ws.parts);
-    detail::element_range const chunk = detail::chunk_of(share.size(), j, per_chunk);
-    return detail::element_range{recv_offset(s) + share.lo + chunk.lo, recv_offset(s) + share.lo + chunk.hi};
+    if (!stepped(count_from(s))) return element_range{};
+    element_range const share = part_range(count_from(s), x.part, x.ws.parts);
+    element_range const chunk = chunk_of(share.size(), j, per_chunk);
+    return element_range{recv_offset(s) + share.lo + chunk.lo, recv_offset(s) + share.lo + chunk.hi};
   };
   if constexpr (packets) {
     std::size_t const per_step = x.channel_elements<T>();
-    detail::run_channel<T>(
-        c, g, x, detail::rounds_for(longest_share, per_step),
-        [&](std::size_t t, int r) { return chunk_to(r, t, per_step); },
+    run_channel<T>(
+        c, g, x, rounds_for(longest_share, per_step), [&](std::size_t t, int r) { return chunk_to(r, t, per_step); },
         [&](std::size_t t, std::uint64_t step) {
           for (int s = 0; s < x.size; ++s) {
             if (s == x.rank) continue;
-            detail::element_range const at = chunk_from(s, t, per_step);
-            detail::copy_elements<detail::copy_depth::deep>(
+            element_range const at = chunk_from(s, t, per_step);
+            copy_elements<copy_depth::deep>(
                 g, dst + at.lo, reinterpret_cast<T const*>(x.ws.channel_block(x.part, step, s, x.rank)), at.size());
           }
         },
         [](std::size_t) { return false; });
   } else {
     std::size_t const per_round = x.block_elements<T>();
-    for (std::size_t j = 0; j < detail::rounds_for(longest_share, per_round); ++j) {
-      std::uint64_t const round = detail::run_round<T>(
+    for (std::size_t j = 0; j < rounds_for(longest_share, per_round); ++j) {
+      std::uint64_t const round = run_round<T>(
           c, g, x, [&](int r) { return chunk_to(r, j, per_round); },
           [&](int s) { return chunk_from(s, j, per_round).size() > 0; });
       for (int s = 0; s < x.size; ++s) {
         if (s == x.rank) continue;
-        detail::element_range const at = chunk_from(s, j, per_round);
-        detail::copy_elements(g, dst + at.lo, x.block<T>(round, s), at.size());
+        element_range const at = chunk_from(s, j, per_round);
+        copy_elements(g, dst + at.lo, x.block<T>(round, s), at.size());
       }
     }
   }
-  detail::leave_collective(g, x);
+  leave_collective(g, x);
+}
+
+}  // namespace detail
+
+template <class Tr, group G, class T>
+__device__ void alltoallv(comm<Tr> const& c, G const& g, collective_workspace const& ws, T* dst,
+                          std::size_t* recv_counts, std::size_t dst_capacity, T const* src,
+                          std::size_t const* send_counts, std::size_t const* send_offsets) {
+  detail::alltoallv_as(c, g, ws, dst, recv_counts, dst_capacity, src, send_counts, send_offsets,
+                       detail::collective_entry::device_call);
 }
 
 #endif  // __CUDACC__

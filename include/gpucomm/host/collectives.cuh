@@ -12,7 +12,7 @@
 // parts and its cta_limit(): the packet protocol takes CTAs of 256 threads by size (1 at 1 KiB to 64
 // at 256 KiB), the round protocols every part (up to the limit) in CTAs of 1024.
 // allreduce_launch_shape, data_launch_shape and rounds_launch_shape say what a call takes;
-// alltoallv_launch_shape advises device callers of alltoallv.
+// alltoallv_launch_shape what alltoallv takes for a bound on its pairs, and advises device callers.
 //
 // The first form launches for PE `pe` on `stream` (a process-per-GPU program, as with NCCL: every
 // member process calls it); the second on every local PE's world stream (w.stream(pe)) with
@@ -43,6 +43,7 @@
 #include "../collectives/allreduce.cuh"
 #include "../collectives/allreduce_rows.cuh"
 #include "../collectives/alltoall.cuh"
+#include "../collectives/alltoallv.cuh"
 #include "../collectives/broadcast.cuh"
 #include "../collectives/detail/buffer_rules.hpp"
 #include "../collectives/launch_shape.hpp"
@@ -95,6 +96,33 @@ struct alltoall_call {
   template <class C, class G>
   __device__ void operator()(C const& c, G const& g, collective_workspace const& ws) const {
     alltoall_as<P>(c, g, ws, dst, src, n, collective_entry::kernel_start);
+  }
+};
+/// alltoallv with its counts and offsets in device memory, written by earlier work on the stream.
+/// The sizes are the device's, so the host checks only the pointers.
+template <class T>
+struct alltoallv_call {
+  T* dst;
+  std::size_t* recv_counts;
+  std::size_t dst_capacity;
+  T const* src;
+  std::size_t const* send_counts;
+  std::size_t const* send_offsets;
+  std::string problem() const {
+    if (send_counts == nullptr || send_offsets == nullptr || recv_counts == nullptr)
+      return "send_counts, send_offsets or recv_counts is null (team size entries each, in device memory)";
+    if (src == nullptr)
+      return "src is null (the counts are read on the device: pass the send buffer even when they are 0)";
+    if (dst == nullptr && dst_capacity > 0)
+      return "dst is null, for dst_capacity " + std::to_string(dst_capacity) + " elements";
+    if (static_cast<void const*>(src) == static_cast<void const*>(dst))
+      return "src and dst are the same buffer (alltoallv's must not overlap)";
+    return {};
+  }
+  template <class C, class G>
+  __device__ void operator()(C const& c, G const& g, collective_workspace const& ws) const {
+    alltoallv_as(c, g, ws, dst, recv_counts, dst_capacity, src, send_counts, send_offsets,
+                 collective_entry::kernel_start);
   }
 };
 template <class T, class Op>
@@ -177,32 +205,38 @@ inline launch_shape shape_on(team_workspace const& ws, collective_protocol proto
 
 /// What is wrong with `call` at team rank `rank` of `members`, or an empty string: a root outside
 /// the team, a null buffer this member uses, or src and dst overlapping other than in the
-/// collective's in-place form (detail/buffer_rules.hpp). The device collectives check the root too,
-/// but only in debug builds, a null pointer faults the kernel and with it the CUDA context, and an
-/// overlap gives wrong results silently: all are refused here, before anything is launched.
+/// collective's in-place form (detail/buffer_rules.hpp); a call whose sizes only the device knows
+/// says itself (its problem()). The device collectives check the root too, but only in debug
+/// builds, a null pointer faults the kernel and with it the CUDA context, and an overlap gives
+/// wrong results silently: all are refused here, before anything is launched.
 template <class Call>
 std::string launch_problem(Call const& call, team const& members, int rank) {
-  bool is_root = true;
-  if constexpr (requires { call.root; }) {
-    if (call.root < 0 || call.root >= members.size) {
-      return "root " + std::to_string(call.root) + " is not a rank of the team (0 to " +
-             std::to_string(members.size - 1) + ")";
+  if constexpr (requires { call.problem(); }) {
+    (void)members, (void)rank;
+    return call.problem();
+  } else {
+    bool is_root = true;
+    if constexpr (requires { call.root; }) {
+      if (call.root < 0 || call.root >= members.size) {
+        return "root " + std::to_string(call.root) + " is not a rank of the team (0 to " +
+               std::to_string(members.size - 1) + ")";
+      }
+      is_root = rank == call.root;
     }
-    is_root = rank == call.root;
-  }
-  bool need_src = call.n > 0, need_dst = call.n > 0;
-  if constexpr (requires { Call::src_at_root_only; }) need_src = need_src && is_root;
-  if constexpr (requires { Call::dst_at_root_only; }) need_dst = need_dst && is_root;
-  if (need_src && call.src == nullptr) return "src is null, for " + std::to_string(call.n) + " elements";
-  if (need_dst && call.dst == nullptr) return "dst is null, for " + std::to_string(call.n) + " elements";
-  if (need_src && need_dst) {
-    call_buffers const b = call.buffers(members.size, rank);
-    if (overlap_refused(b)) {
-      return "src (" + std::to_string(b.src_bytes) + " bytes) and dst (" + std::to_string(b.dst_bytes) +
-             " bytes) overlap other than as the collective's in-place form";
+    bool need_src = call.n > 0, need_dst = call.n > 0;
+    if constexpr (requires { Call::src_at_root_only; }) need_src = need_src && is_root;
+    if constexpr (requires { Call::dst_at_root_only; }) need_dst = need_dst && is_root;
+    if (need_src && call.src == nullptr) return "src is null, for " + std::to_string(call.n) + " elements";
+    if (need_dst && call.dst == nullptr) return "dst is null, for " + std::to_string(call.n) + " elements";
+    if (need_src && need_dst) {
+      call_buffers const b = call.buffers(members.size, rank);
+      if (overlap_refused(b)) {
+        return "src (" + std::to_string(b.src_bytes) + " bytes) and dst (" + std::to_string(b.dst_bytes) +
+               " bytes) overlap other than as the collective's in-place form";
+      }
     }
+    return {};
   }
-  return {};
 }
 
 /// Launches `call` for local PE `pe` on `stream`, in `ctas` CTAs of Threads threads.
@@ -409,6 +443,26 @@ launch_shape data_launch_shape(team_workspace const& ws, std::size_t n) {
 template <class T, class Tr = NVLinkStore>
 launch_shape alltoallv_launch_shape(team_workspace const& ws, std::size_t most) {
   return data_launch_shape<T, Tr>(ws, most);
+}
+
+/// alltoallv (collectives/alltoallv.cuh) for PE `pe` on `stream`, with counts computed on the
+/// device: send_counts and send_offsets (team size entries each, elements) are device memory the
+/// stream's earlier work wrote (a router kernel, say), recv_counts (team size entries) is written,
+/// and the received elements land packed in rank order in dst, at most dst_capacity of them (more:
+/// the kernel traps, nothing written past it). `most` bounds the elements of any one pair, as the
+/// caller knows it (MoE: tokens per rank x hidden); it picks the launch, alltoallv_launch_shape's,
+/// and nothing else: a pair above it still arrives, at the speed of a shape chosen for fewer
+/// elements. Every member passes the same `most`. src and dst must not overlap; null counts,
+/// offsets or src, and a null dst with a capacity, are refused (gpucomm::error) before anything is
+/// launched. For several local PEs, call it once per PE (on w.stream(pe), say).
+template <class Tr = NVLinkStore, class T>
+void alltoallv(world& w, team_workspace const& ws, int pe, T* dst, std::size_t* recv_counts, std::size_t dst_capacity,
+               T const* src, std::size_t const* send_counts, std::size_t const* send_offsets, std::size_t most,
+               cudaStream_t stream) {
+  detail::alltoallv_call<T> const call{dst, recv_counts, dst_capacity, src, send_counts, send_offsets};
+  // One call for either protocol: the device chooses each pair's way from its count.
+  detail::launch_data<Tr, T>(
+      w, ws, pe, most, [&]<detail::collective_protocol>() { return call; }, stream, "gpucomm::alltoallv");
 }
 
 /// The launch broadcast and reduce make on ws, at every member, whatever the count (the round

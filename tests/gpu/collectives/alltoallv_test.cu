@@ -2,8 +2,9 @@
 // (some zero, a gap between the blocks of src), on every team shape, with one and two parts, small
 // and large workspace blocks (so that one call has pairs in the packet epoch and pairs in steps on
 // the load/store transports), element types of 1, 4, 12 and 16 bytes, and three calls back to back
-// in one kernel (the packet slots reused); every received element, every count and the untouched
-// rest of dst checked against the host's recomputation of the counts.
+// in one kernel (the packet slots reused); the host launcher, three calls back to back on a stream
+// after a kernel that writes the counts, and its refusals; every received element, every count and
+// the untouched rest of dst checked against the host's recomputation of the counts.
 #include "shapes.cuh"
 
 using namespace gpucomm::test::coll;
@@ -65,8 +66,23 @@ __global__ void alltoallv_kernel(v_args<T> a) {
                        received(a.salt + k, me, ws.members.size, a.most), a.src, counts[k], offsets[k]);
 }
 
+/// A router as a user's would be: writes this member's counts and offsets of every call into device
+/// memory, for the host launcher's calls that follow it on the stream.
+__global__ void route_kernel(std::size_t* counts, std::size_t* offsets, int me, int size, std::uint64_t salt,
+                             std::size_t most, int calls) {
+  for (int k = 0; k < calls; ++k)
+    for (int r = static_cast<int>(threadIdx.x); r < size; r += static_cast<int>(blockDim.x)) {
+      counts[k * max_members + r] = pair_count(salt + k, me, r, most);
+      offsets[k * max_members + r] = send_offset(salt + k, me, r, most);
+    }
+}
+
+/// How the calls are made: from a kernel of ours (M's groups), or by the host launcher.
+enum class caller { kernel, launcher };
+
 template <class M, class T = int>
-void check_alltoallv(team const& t, std::size_t most, workspace_options wo, std::uint64_t salt, int calls = 1) {
+void check_alltoallv(team const& t, std::size_t most, workspace_options wo, std::uint64_t salt, int calls = 1,
+                     caller how = caller::kernel) {
   auto& w = gpucomm::test::the_world();
   REQUIRE(t.size <= max_members);
   REQUIRE(calls <= max_calls);
@@ -81,6 +97,7 @@ void check_alltoallv(team const& t, std::size_t most, workspace_options wo, std:
   auto src = w.alloc<T>(src_len);
   auto dst = w.alloc<T>(stride * static_cast<std::size_t>(calls));
   auto counts = w.alloc<std::size_t>(static_cast<std::size_t>(max_members * calls));
+  auto routed = w.alloc<std::size_t>(static_cast<std::size_t>(2 * max_members * calls));  // the launcher's
   for (int pe : w.local_pes()) {
     auto const in = std::make_unique<T[]>(src_len);
     for (std::size_t i = 0; i < src_len; ++i) in[i] = value_of<T>(salt, pe, i);
@@ -91,6 +108,20 @@ void check_alltoallv(team const& t, std::size_t most, workspace_options wo, std:
   w.barrier();
   for_each_local_pe(w, [&](int pe) {
     if (!t.contains(pe)) return;
+    if (how == caller::launcher) {
+      int const me = t.rank_of(pe);
+      std::size_t* const send_counts = routed.ptr(pe).get();
+      std::size_t* const send_offsets = send_counts + max_members * calls;
+      route_kernel<<<1, 64, 0, w.stream(pe)>>>(send_counts, send_offsets, me, s, salt, most, calls);
+      GPUCOMM_TEST_CUDA(cudaGetLastError());
+      // The bound picks the launch only: call 1 gives one its pairs exceed (a shape for fewer).
+      for (int k = 0; k < calls; ++k)
+        gpucomm::alltoallv<transport_under_test>(
+            w, ws, pe, dst.ptr(pe).get() + k * stride, counts.ptr(pe).get() + k * max_members,
+            received(salt + k, me, s, most), src.ptr(pe).get(), send_counts + k * max_members,
+            send_offsets + k * max_members, k == 1 ? most / 8 : most, w.stream(pe));
+      return;
+    }
     v_args<T> a{w.comm<transport_under_test>(pe),
                 ws.view(pe),
                 dst.ptr(pe).get(),
@@ -124,9 +155,9 @@ void check_alltoallv(team const& t, std::size_t most, workspace_options wo, std:
       }
       for (std::size_t i = at; i < static_cast<std::size_t>(k + 1) * stride; ++i) bad += !same_bits(got[i], poison);
       INFO("alltoallv most=" << most << " team(" << t.start << "," << t.stride << "," << t.size
-                             << ") block_bytes=" << wo.block_bytes << " parts=" << wo.parts << " group " << M::name
-                             << " element bytes " << sizeof(T) << " call " << k << " of " << calls << ": PE " << pe
-                             << ", " << bad << " wrong");
+                             << ") block_bytes=" << wo.block_bytes << " parts=" << wo.parts << " group "
+                             << (how == caller::launcher ? "host launcher" : M::name) << " element bytes " << sizeof(T)
+                             << " call " << k << " of " << calls << ": PE " << pe << ", " << bad << " wrong");
       CHECK(bad == 0);
     }
   }
@@ -166,4 +197,44 @@ TEST_CASE("alltoallv of 1-, 12- and 16-byte elements, three calls back to back i
       check_alltoallv<mk_block, int>(t, most, wo, salt++, 3);
     }
   }
+}
+
+TEST_CASE("alltoallv from the host launcher, counts written by a kernel before it", "[gpu][collectives][alltoallv]") {
+  auto& w = gpucomm::test::the_world();
+  team_set const set;
+  std::uint64_t salt = 1300;
+  for (team const& t : set.teams) {
+    // Pairs in the packet epoch and pairs in steps, each launch shaped for its bound.
+    for (std::size_t most : {std::size_t{1}, std::size_t{37}, 1000 / static_cast<std::size_t>(model_slowdown)}) {
+      check_alltoallv<mk_block>(t, most, {.block_bytes = 256, .parts = 2}, salt++, 3, caller::launcher);
+      check_alltoallv<mk_block>(t, most, {.block_bytes = 16 << 10, .parts = 1}, salt++, 3, caller::launcher);
+    }
+  }
+  check_alltoallv<mk_block, triple>(w.team_world(), 300 / static_cast<std::size_t>(model_slowdown),
+                                    {.block_bytes = 1000, .parts = 2}, salt++, 3, caller::launcher);
+}
+
+TEST_CASE("the alltoallv launcher refuses null counts and overlapping buffers", "[gpu][collectives][errors]") {
+  auto& w = gpucomm::test::the_world();
+  team_workspace ws(w, w.team_world());
+  auto buf = w.alloc<int>(64);
+  auto counts = w.alloc<std::size_t>(3 * static_cast<std::size_t>(max_members));
+  for (int pe : w.local_pes()) {
+    int* const b = buf.ptr(pe).get();
+    std::size_t* const c = counts.ptr(pe).get();
+    auto const call = [&](int* dst, std::size_t* recv, int const* src, std::size_t const* send) {
+      return gpucomm::test::error_of([&] {
+        gpucomm::alltoallv<transport_under_test>(w, ws, pe, dst, recv, 32, src, send, c + 2 * max_members, 4,
+                                                 w.stream(pe));
+      });
+    };
+    INFO("PE " << pe);
+    CHECK_THAT(call(b, c, b + 32, nullptr), Catch::Contains("gpucomm::alltoallv") && Catch::Contains("is null"));
+    CHECK_THAT(call(b, nullptr, b + 32, c + max_members), Catch::Contains("is null"));
+    CHECK_THAT(call(nullptr, c, b + 32, c + max_members), Catch::Contains("dst is null, for dst_capacity 32"));
+    CHECK_THAT(call(b, c, nullptr, c + max_members), Catch::Contains("src is null"));
+    CHECK_THAT(call(b, c, b, c + max_members), Catch::Contains("must not overlap"));
+  }
+  finish(w);
+  w.barrier();
 }
