@@ -77,7 +77,10 @@ TEST_CASE("moe outputs, scratch and CTAs", "[moe]") {
   CHECK(gpucomm::moe_recv_sizes(f).sources == 1000u * 12);
   CHECK(gpucomm::moe_block_scratch_bytes(8, b) == (2u * 64 + 3 * 8 + 16) * 4);
   CHECK(gpucomm::moe_block_scratch_bytes(64, shape_of(64, 128, 1, moe_token_dtype::bf16, 1, 1)) < 48u * 1024);
-  CHECK(gpucomm::moe_ctas(b, 100) == 8);   // one per 16 tokens of the bound
+  // One per 16 tokens of the bound, or one per 512 KiB of received rows where more.
+  CHECK(gpucomm::moe_ctas(shape_of(8, 7168, 8, moe_token_dtype::bf16, 128, 100), 100) == 8);
+  CHECK(gpucomm::moe_ctas(b, 100) == 28);  // 1000 rows of 14 KiB
+  CHECK(gpucomm::moe_ctas(shape_of(8, 7168, 8, moe_token_dtype::fp8_e4m3, 128, 1000), 100) == 14);
   CHECK(gpucomm::moe_ctas(f, 100) == 32);  // at most 32
   CHECK(gpucomm::moe_ctas(f, 5) == 5);     // the cap (co-residency, or the caller's budget)
   CHECK(gpucomm::moe_ctas(shape_of(1, 128, 1, moe_token_dtype::bf16, 1, 1), 100) == 1);

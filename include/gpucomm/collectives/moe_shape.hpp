@@ -172,11 +172,18 @@ GPUCOMM_HD constexpr moe_recv_bytes moe_recv_sizes(moe_shape const& s) {
           static_cast<std::size_t>(s.experts_per_rank) * 4, r * sizeof(moe_source)};
 }
 
-/// CTAs per call: one per 16 tokens of the bound, at least 1, at most `cap` (the co-residency cap,
-/// or the caller's CTA budget) and 32.
+/// Bytes of received rows per CTA that moe_ctas aims at.
+inline constexpr std::size_t moe_row_bytes_per_cta = std::size_t{512} << 10;
+
+/// CTAs per call: one per 16 tokens of the bound, or, where more, one per moe_row_bytes_per_cta of
+/// the rows a member may receive (max_recv_rows: dispatch copies each into place and combine reads
+/// each once, local memory traffic that a few SMs alone would make the call's longest part); at
+/// least 1, at most `cap` (the co-residency cap, or the caller's CTA budget) and 32.
 GPUCOMM_HD constexpr int moe_ctas(moe_shape const& s, int cap) {
-  int want = (s.max_tokens + 15) / 16;
-  want = want < 1 ? 1 : want > 32 ? 32 : want;
+  std::size_t const by_rows = (moe_recv_sizes(s).rows + moe_row_bytes_per_cta - 1) / moe_row_bytes_per_cta;
+  std::size_t const by_tokens = (static_cast<std::size_t>(s.max_tokens < 0 ? 0 : s.max_tokens) + 15) / 16;
+  std::size_t const more = by_rows > by_tokens ? by_rows : by_tokens;
+  int const want = more < 1 ? 1 : more > 32 ? 32 : static_cast<int>(more);
   return cap < 1 ? 1 : want < cap ? want : cap;
 }
 

@@ -17,8 +17,8 @@
 // formula), allocated by the plan or given by the caller (a sym_array<std::byte> at least that
 // large, else a gpucomm::error saying the size needed), zeroed once: calls never reset it, so they
 // may be captured in a CUDA graph and replayed. ctas() CTAs of moe_threads threads run each call
-// at every member: one per 16 tokens of max_tokens, at most 32, at most the co-residency cap
-// (launch_shape.hpp) and at most moe_options::max_ctas when that is set (an SM budget).
+// at every member (moe_ctas: by max_tokens and max_recv_rows), at most 32, at most the
+// co-residency cap (launch_shape.hpp) and at most moe_options::max_ctas when set (an SM budget).
 //
 // The launchers check on the host, before launching anything, what they can: the PE is a member,
 // the buffers are there, a host token count is within max_tokens, dispatch and combine alternate
