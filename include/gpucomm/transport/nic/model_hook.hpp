@@ -21,23 +21,9 @@
 #include "../../error.hpp"
 #include "../../verbs_gpu/host/backend.hpp"
 #include "model_faults.hpp"
+#include "model_stats.hpp"
 
-namespace gpucomm {
-
-/// What the NIC model of this process did so far (faults injected included). Zeros on hardware.
-struct nic_model_stats {
-  std::uint64_t doorbells = 0, doorbells_dropped = 0, doorbells_duplicated = 0;
-  std::uint64_t wqes = 0, cqes = 0, error_cqes = 0, flushed = 0, bytes = 0;
-  std::uint64_t atomics = 0;     ///< atomics executed on this NIC's memory (as responder)
-  std::uint64_t remote_ops = 0;  ///< requests sent to other NICs (as requester)
-  std::uint64_t served = 0;      ///< requests of other NICs answered (as responder)
-  /// Faults injected besides drops and duplicates: doorbell handlings and CQEs delayed.
-  std::uint64_t doorbells_delayed = 0, cqes_delayed = 0;
-  /// CQEs written to a collapsed CQ without overrun-ignore while its last one was unconsumed.
-  std::uint64_t cq_overruns = 0;
-};
-
-namespace detail {
+namespace gpucomm::detail {
 
 /// One modelled device (an mlx5 NIC with one InfiniBand port).
 struct nic_model_device {
@@ -91,6 +77,4 @@ inline nic_model_factory require_nic_model(char const* who, char const* option, 
               "nic_choice::hardware on a machine with an mlx5 NIC");
 }
 
-}  // namespace detail
-
-}  // namespace gpucomm
+}  // namespace gpucomm::detail
