@@ -1,4 +1,4 @@
-# verbs_gpu: rdma-core for the host setup (gpucomm::verbs).
+# verbs_gpu: rdma-core for the host setup (gpucomm::verbs), with the NIC set-up (gpucomm::nic).
 # include()d by the top-level CMakeLists.txt after target gpucomm exists.
 
 find_path(GPUCOMM_MLX5DV_INCLUDE_DIR NAMES infiniband/mlx5dv.h)
@@ -12,7 +12,8 @@ if(GPUCOMM_MLX5DV_INCLUDE_DIR AND GPUCOMM_IBVERBS_LIBRARY AND GPUCOMM_MLX5_LIBRA
   set_target_properties(gpucomm_verbs PROPERTIES EXPORT_NAME verbs)
   target_include_directories(gpucomm_verbs INTERFACE $<BUILD_INTERFACE:${GPUCOMM_MLX5DV_INCLUDE_DIR}>)
   # Link by name in the exported interface, so an installed gpucomm finds the system libraries.
-  target_link_libraries(gpucomm_verbs INTERFACE gpucomm
+  # The NIC set-up (gpucomm::nic) comes with it, built against rdma-core (GPUCOMM_HAVE_RDMA_CORE).
+  target_link_libraries(gpucomm_verbs INTERFACE gpucomm gpucomm_nic
     $<BUILD_INTERFACE:${GPUCOMM_IBVERBS_LIBRARY}> $<BUILD_INTERFACE:${GPUCOMM_MLX5_LIBRARY}>
     $<INSTALL_INTERFACE:ibverbs> $<INSTALL_INTERFACE:mlx5>)
   target_compile_definitions(gpucomm_verbs INTERFACE GPUCOMM_HAVE_RDMA_CORE=1)

@@ -18,6 +18,9 @@
 
 using namespace gpucomm::test::ops;
 
+// The host half answers world::reaches (tests/host/world_api_test.cpp checks the host-only ones).
+static_assert(gpucomm::reach_reporting<gpucomm::IBGDAPost>);
+
 namespace {
 
 using gpucomm::test::error_of;

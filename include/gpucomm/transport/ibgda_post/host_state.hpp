@@ -1,5 +1,5 @@
 #pragma once
-// IBGDAPost's host half: per local PE, the NIC opened with the shared endpoints
+// IBGDAPost's NIC set-up: per local PE, the NIC opened with the shared endpoints
 // (transport/nic/endpoints.hpp: the firmware model or rdma-core under verbs_gpu's set-up, an MR per block of
 // the symmetric heap with its rkeys exchanged as the block is allocated), `qps_per_peer` RC QPs to
 // every PE (itself included) whose rings, CQs and doorbell records live in GPU memory, connected
@@ -9,6 +9,9 @@
 // The NIC is the one IBGDAPost's options (ibgda_options::nic) or GPUCOMM_NIC name: the model (a
 // test and development tool) or hardware (docs/guide/ibgda.md: "Running on a real NIC", and what has run
 // where in "Limits and known problems").
+//
+// Compiled only into programs that link the CMake target gpucomm::nic: its registration unit
+// installs this class behind nic_link.hpp, through which IBGDAPost's host half (host.cuh) uses it.
 
 #include <cuda_runtime_api.h>
 
@@ -27,6 +30,7 @@
 #include "../../host/world.hpp"
 #include "../../verbs_gpu/host/setup.hpp"
 #include "../../verbs_gpu/send_queue.cuh"
+#include "nic_link.hpp"
 #include "options.hpp"
 #include "settings.hpp"
 #include "../nic/heap_keys.hpp"
@@ -39,7 +43,7 @@ namespace gpucomm::detail {
 static_assert(ibgda_regions::capacity >= world::max_registered_buffers,
               "IBGDAPost's device table holds every buffer the world lets a PE register");
 
-class ibgda_host {
+class ibgda_host final : public ibgda_nic {
  public:
   /// log2 of each send queue's depth in WQEBBs.
   static constexpr std::uint32_t log_depth = 12;
@@ -69,13 +73,13 @@ class ibgda_host {
   ibgda_host(ibgda_host const&) = delete;
   ibgda_host& operator=(ibgda_host const&) = delete;
 
-  ~ibgda_host() {
+  ~ibgda_host() override {
     // Peers' models may still execute operations on our memory until every process is here.
     if (world_->one_process_per_gpu()) world_->bootstrap().barrier();
     release();
   }
 
-  ibgda_state device_state_for(int pe) const {
+  ibgda_state device_state_for(int pe) const override {
     local const& l = local_of(pe);
     ibgda_state s;
     s.queues = l.queues;
@@ -97,7 +101,7 @@ class ibgda_host {
 
   /// world::register_buffer: the NIC learns the buffer (an MR), and PE b.pe's kernels find its key
   /// in the device table (rewritten whole: no kernel of that PE uses it meanwhile, as the world says).
-  void on_register_buffer(registered_buffer const& b) {
+  void on_register_buffer(registered_buffer const& b) override {
     local& l = local_of(b.pe);
     current_device_guard const keep;
     GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
@@ -112,7 +116,7 @@ class ibgda_host {
   /// its NIC, every PE learns every PE's rkey of it (nic_endpoints), and the kernels' key tables
   /// get its rows. Collective; where a registration fails anywhere, every process throws and none
   /// keeps one.
-  void on_heap_block(std::size_t offset, std::size_t bytes) {
+  void on_heap_block(std::size_t offset, std::size_t bytes) override {
     endpoints_->add_heap_block(offset, bytes);
     try {
       for (auto const& l : locals_) upload_rows(l, offset, bytes);
@@ -124,7 +128,7 @@ class ibgda_host {
 
   /// world::deallocate, the kernels done (or world::allocate undoing a block): its rows cleared in
   /// the kernels' tables, then its regions deregistered. Never throws.
-  void on_heap_block_freed(std::size_t offset, std::size_t bytes) noexcept {
+  void on_heap_block_freed(std::size_t offset, std::size_t bytes) noexcept override {
     current_device_guard const keep;
     for (auto const& l : locals_) {
       if (!l.at->heap_regions->contains(l.at->slot + offset)) continue;
@@ -141,7 +145,7 @@ class ibgda_host {
     endpoints_->remove_heap_block(offset, bytes);
   }
 
-  void on_unregister_buffer(registered_buffer const& b) {
+  void on_unregister_buffer(registered_buffer const& b) override {
     local& l = local_of(b.pe);
     for (std::size_t i = 0; i < l.registered.size(); ++i) {
       if (l.registered[i].base != reinterpret_cast<std::uint64_t>(b.ptr)) continue;
@@ -154,14 +158,11 @@ class ibgda_host {
 
   /// What this process's NIC model did so far (faults injected included). For tests (the
   /// differential soak counts faults); zeros on hardware.
-  nic_model_stats model_stats() const { return endpoints_->model_stats(); }
-
-  /// IBGDAPost reaches every PE (world::reaches, composite transports).
-  bool reaches(int, int) const { return true; }
+  nic_model_stats model_stats() const override { return endpoints_->model_stats(); }
 
   /// Throws a gpucomm::error for the first failed operation recorded on any local QP: the PE, the
   /// peer, the operation and the completion's syndrome. world::synchronize() calls it.
-  void check_errors() const {
+  void check_errors() const override {
     current_device_guard const keep;
     // Errors no completion carries: the NIC's asynchronous events (a CQ overrun, a QP in error, a
     // port down, a fatal device error).
@@ -192,9 +193,6 @@ class ibgda_host {
       }
     }
   }
-
- protected:
-  world* world_;
 
  private:
   struct local {
@@ -350,6 +348,7 @@ class ibgda_host {
     endpoints_.reset();
   }
 
+  world* world_;
   int qps_per_peer_ = 2;
   std::unique_ptr<nic_endpoints> endpoints_;  // the NICs (before locals_: outlives their QPs and MRs)
   std::vector<local> locals_;
