@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <gpucomm/transport/nic/select.hpp>  // closest_nic: whether this machine has a NIC
+
 #include "../ops/common.cuh"
 
 using namespace gpucomm::test::ops;

@@ -34,12 +34,10 @@
 #include "command_ring.cuh"
 #include "detail/copy_engine.hpp"
 #include "settings.hpp"
-#include "../nic/endpoints.hpp"
-#include "../nic/select.hpp"
 #include "detail/backend.hpp"
 #include "detail/engine_link.hpp"
 #include "detail/failures.hpp"
-#include "detail/nic_backend.hpp"
+#include "detail/nic_link.hpp"
 #include "detail/proxy_thread.hpp"
 #include "detail/teardown.hpp"
 #include "options.hpp"
@@ -58,17 +56,20 @@ class proxy_queue_host {
     proxy_network const network = proxy_network_from(options.network, first);
     issue_delay_ = std::chrono::microseconds(options.issue_delay_us);
     store_path_bytes_ = proxy_store_path_bytes_from(options.store_path_bytes, first);
+    paths_ = choose_paths(w, backends);
+    // The NIC set-up is linked in, or every process says so before any exchange.
+    proxy_nic_factory const make_nic =
+        !paths_.empty() && network != proxy_network::engine ? require_proxy_nic(first) : nullptr;
     // The copy engines serve the peers the heap maps: a copy queued behind a kernel that waits for
     // it would never run, so the GPUs' hardware queues must be widened (collective).
     if (backends != proxy_backends::nic) w.require_hardware_queues("world::comm<ProxyQueue>");
-    paths_ = choose_paths(w, backends);
     for (int pe : w.local_pes()) locals_.push_back(make_local(pe));
     if (!paths_.empty()) {
       for (auto& l : locals_) make_device_tables(*l);
       if (network == proxy_network::engine) {
         set_up_engines(options);
       } else {
-        set_up_nic(options, first);
+        set_up_nic(make_nic, options);
       }
     }
     try {
@@ -84,10 +85,10 @@ class proxy_queue_host {
       }
     } catch (...) {
       // A thread that could not start (or be pinned): the NIC model already serves, and reads the
-      // queues and registered memory that locals_ frees before endpoints_ goes, so it stops first,
-      // as in the destructor.
+      // queues and registered memory that go with nic_ and locals_, so it stops first, as in the
+      // destructor.
       threads_.clear();
-      if (endpoints_) endpoints_->stop();
+      if (nic_) nic_->stop();
       throw;
     }
   }
@@ -110,7 +111,7 @@ class proxy_queue_host {
     if (world_->one_process_per_gpu())
       teardown_barrier([this] { world_->bootstrap().barrier(); }, failures_, world_->local_pes().front());
     threads_.clear();
-    if (endpoints_) endpoints_->stop();  // the model, before the queues and registered memory it reads go
+    if (nic_) nic_->stop();  // the model, before the queues and registered memory it reads go
     std::uint64_t count = 0;
     if (auto const f = failures_.take(count)) std::fprintf(stderr, "%s\n", describe(*f, count).c_str());
   }
@@ -152,16 +153,16 @@ class proxy_queue_host {
 
   /// What the NIC backend's model did so far in this process (faults injected included); zeros
   /// when no peer goes through the NIC. For tests (the differential soak counts faults).
-  nic_model_stats model_stats() const { return endpoints_ ? endpoints_->model_stats() : nic_model_stats{}; }
+  nic_model_stats model_stats() const { return nic_ ? nic_->model_stats() : nic_model_stats{}; }
 
   /// world::allocate: with a NIC backend, every local PE's NIC registers the new block and learns
-  /// every PE's rkey of it (nic_endpoints); collective, undone everywhere when it fails anywhere.
+  /// every PE's rkey of it (nic_link.hpp); collective, undone everywhere when it fails anywhere.
   void on_heap_block(std::size_t offset, std::size_t bytes) {
-    if (endpoints_) endpoints_->add_heap_block(offset, bytes);
+    if (nic_) nic_->add_heap_block(offset, bytes);
   }
   /// world::deallocate, after on_deallocate drained the proxy: the block's regions go.
   void on_heap_block_freed(std::size_t offset, std::size_t bytes) noexcept {
-    if (endpoints_) endpoints_->remove_heap_block(offset, bytes);
+    if (nic_) nic_->remove_heap_block(offset, bytes);
   }
 
   /// world::synchronize(), after the streams: every command posted is complete; then the first
@@ -169,7 +170,7 @@ class proxy_queue_host {
   void on_synchronize() const {
     // Errors no completion carries (a CQ overrun, a QP in error, a port down) first: commands on
     // such a queue may never complete.
-    if (endpoints_) endpoints_->check_async_events();
+    if (nic_) nic_->check_async_events();
     std::string const left = drain(std::chrono::seconds(60));
     if (!left.empty()) {
       throw error("world::synchronize (ProxyQueue)", world_->local_pes().front(), left,
@@ -205,8 +206,6 @@ class proxy_queue_host {
     std::unique_ptr<std::uint8_t[], device_free<std::uint8_t>> paths;      // [peer], with a network backend
     std::unique_ptr<std::uint64_t[], device_free<std::uint64_t>> results;  // [slots + 1], with a network backend
     std::unique_ptr<std::uint32_t[], device_free<std::uint32_t>> claims;   // [slots], with a network backend
-    std::unique_ptr<verbs_gpu::host::memory_region> results_mr;            // after `results`: goes first
-    std::vector<std::unique_ptr<verbs_gpu::host::host_qp>> qps;            // [peer], with a NIC backend
     proxy_ring ring;
   };
 
@@ -319,83 +318,24 @@ class proxy_queue_host {
     for (auto& l : locals_) l->ring.backends.insert(l->ring.backends.begin(), engines_->backend_for(l->pe));
   }
 
-  /// The NIC backend of every local PE: its NIC opened (nic_endpoints: the firmware model, or rdma-core's
-  /// ordinary verbs on hardware), the heap's blocks and the result slots registered, a host-posted
-  /// QP to every PE, connected across the world. The only place the NIC backend is made.
-  void set_up_nic(proxy_options const& options, int first) {
-    world& w = *world_;
-    nic_endpoints_config config;
-    config.who = "ProxyQueue";
-    config.fabric = "proxy";
-    config.docs = "docs/guide/proxyqueue.md, \"The NIC backend\"";
-    config.option = "proxy_options::nic";
-    config.choice =
-        resolve_nic_choice(options.nic, std::getenv("GPUCOMM_NIC"), first, "ProxyQueue", "proxy_options::nic");
-    config.model_faults = options.model_faults;
-    config.posted_by = verbs_gpu::host::poster::host;
-    endpoints_ = std::make_unique<nic_endpoints>(w, config);
-    auto const npes = static_cast<std::size_t>(w.npes());
-    std::size_t const depth = std::size_t{1} << log_depth_;
-    current_device_guard const keep;
-    int at_pe = first;  // the PE whose set-up failed, for the error (the connection: the first)
-    try {
-      for (auto& e : endpoints_->endpoints()) {
-        at_pe = e.pe;
-        local& l = local_of(e.pe);
-        GPUCOMM_CUDA_CHECK(cudaSetDevice(l.ring.device), l.pe);
-        l.results_mr = std::make_unique<verbs_gpu::host::memory_region>(
-            *e.nic, l.results.get(), (depth + 1) * sizeof(std::uint64_t), true, verbs_gpu::host::access::local_write);
-        for (std::size_t peer = 0; peer < npes; ++peer)
-          l.qps.push_back(std::make_unique<verbs_gpu::host::host_qp>(*e.nic, nic_backend::log_depth));
-      }
-      at_pe = first;
-      endpoints_->connect(
-          1, [&](nic_endpoints::endpoint const& e) -> auto& { return local_of(e.pe).qps; });
-    } catch (verbs_gpu::host::setup_error const& e) {
-      throw nic_setup_failed(config, at_pe, e);
+  /// The NIC backend of every local PE (detail/nic_setup.hpp, linked through detail/nic_link.hpp):
+  /// its NIC opened, the heap's blocks and the result slots registered, a host-posted QP to every PE,
+  /// connected across the world. The only place the NIC backend is made.
+  void set_up_nic(proxy_nic_factory make, proxy_options const& options) {
+    auto const npes = static_cast<std::size_t>(world_->npes());
+    std::vector<proxy_nic_pe> pes;
+    for (auto const& l : locals_) {
+      proxy_nic_pe p;
+      p.pe = l->pe;
+      p.device = l->ring.device;
+      p.results = l->results.get();
+      p.result_slots = static_cast<std::uint32_t>(std::size_t{1} << log_depth_);
+      p.paths.assign(paths_.begin() + static_cast<std::ptrdiff_t>(l->pe * npes),
+                     paths_.begin() + static_cast<std::ptrdiff_t>((l->pe + 1) * npes));
+      pes.push_back(std::move(p));
     }
-    // The blocks allocated before this transport (gpucomm's control block at least); later ones
-    // come through world::allocate.
-    for (auto const& b : w.heap_blocks()) endpoints_->add_heap_block(b.offset, b.bytes);
-    for (auto& e : endpoints_->endpoints()) {
-      local& l = local_of(e.pe);
-      nic_backend::placement at;
-      at.pe = l.pe;
-      at.npes = w.npes();
-      at.slot = reinterpret_cast<std::uint64_t>(e.slot);
-      at.slot_bytes = w.heap_layout().stride;
-      at.keys = endpoints_->keys_of(e);
-      at.bases = endpoints_->bases();
-      at.results = l.results.get();
-      at.results_lkey = l.results_mr->lkey();
-      at.result_slots = static_cast<std::uint32_t>(depth);
-      at.paths.assign(paths_.begin() + static_cast<std::ptrdiff_t>(l.pe * npes),
-                      paths_.begin() + static_cast<std::ptrdiff_t>((l.pe + 1) * npes));
-      if (config.choice == nic_choice::hardware) at.flush_gpu_writes = gpu_write_flush(l.pe, l.ring.device);
-      std::vector<verbs_gpu::send_queue> queues;
-      for (auto const& q : l.qps) queues.push_back(q->send_queue());
-      l.ring.backends.insert(l.ring.backends.begin(),
-                             make_proxy_backend<nic_backend>(queues, std::move(at), failures_));
-    }
-    endpoints_->start();  // every process's NIC serves before any kernel posts
-  }
-
-  /// What makes a NIC's writes into `device`'s memory visible to it before the proxy reports them
-  /// complete: nothing where the GPU orders them with their completions (ordering Owner or
-  /// AllDevices), else cudaDeviceFlushGPUDirectRDMAWrites to the owner, as NCCL's proxy flushes a
-  /// receive into GPU memory on GPUs that need it.
-  static std::function<std::string()> gpu_write_flush(int pe, int device) {
-    int ordering = 0;
-    GPUCOMM_CUDA_CHECK(cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, device), pe);
-    if (ordering >= cudaGPUDirectRDMAWritesOrderingOwner) return {};
-    return [device]() -> std::string {
-      cudaError_t e = cudaSetDevice(device);
-      if (e == cudaSuccess)
-        e = cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
-                                               cudaFlushGPUDirectRDMAWritesToOwner);
-      return e == cudaSuccess ? std::string()
-                              : std::string("cudaDeviceFlushGPUDirectRDMAWrites failed: ") + cudaGetErrorString(e);
-    };
+    nic_ = make(*world_, options, std::move(pes), failures_);
+    for (auto& l : locals_) l->ring.backends.insert(l->ring.backends.begin(), nic_->backend_for(l->pe));
   }
 
   template <class T>
@@ -465,9 +405,11 @@ class proxy_queue_host {
   std::uint32_t store_path_bytes_ = 0;
   mutable proxy_failures failures_;
   std::vector<std::uint8_t> paths_;              // [from * npes + to]: proxy_path bits; empty: no network
-  std::unique_ptr<nic_endpoints> endpoints_;     // the NIC backends' NICs (before locals_: outlives their QPs, MRs)
   std::unique_ptr<proxy_engines_base> engines_;  // the engine backends' engines (before locals_: outlive the backends)
   std::vector<std::unique_ptr<local>> locals_;
+  // The NIC backends' NICs, queues and registrations (after locals_: they go before the result slots
+  // they registered; the backends in the rings are idle by then, the threads stopped).
+  std::unique_ptr<proxy_nic> nic_;
   std::vector<std::unique_ptr<proxy_thread>> threads_;  // after locals_: stopped before the rings go
 };
 
