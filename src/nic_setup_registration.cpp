@@ -25,8 +25,8 @@ std::unique_ptr<gpucomm::detail::proxy_nic> make_proxy_nic(gpucomm::world& w, gp
 }
 
 [[maybe_unused]] bool const gpucomm_nic_setup_installed = [] {
-  gpucomm::detail::linked_ibgda_nic() = &make_ibgda_nic;
-  gpucomm::detail::linked_proxy_nic() = &make_proxy_nic;
+  gpucomm::detail::linked_nic_setup<gpucomm::detail::ibgda_nic_factory>() = &make_ibgda_nic;
+  gpucomm::detail::linked_nic_setup<gpucomm::detail::proxy_nic_factory>() = &make_proxy_nic;
   return true;
 }();
 }  // namespace

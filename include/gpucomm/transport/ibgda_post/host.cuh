@@ -35,7 +35,8 @@ __global__ void ibgda_quiet_all(verbs_gpu::send_queue const* queues, unsigned co
 class ibgda_host_state {
  public:
   ibgda_host_state(world& w, ibgda_options const& options)
-      : world_(&w), nic_(require_ibgda_nic(w.local_pes().front())(w, options)) {}
+      : world_(&w),
+        nic_(require_nic_setup<ibgda_nic_factory>("world::comm<IBGDAPost>", w.local_pes().front())(w, options)) {}
 
   ibgda_state device_state_for(int pe) const { return nic_->device_state_for(pe); }
   void on_register_buffer(registered_buffer const& b) { nic_->on_register_buffer(b); }

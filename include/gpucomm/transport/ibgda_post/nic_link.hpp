@@ -38,18 +38,7 @@ class ibgda_nic {
   virtual void check_errors() const = 0;
 };
 
+/// What gpucomm::nic's registration unit installs (linked_nic_setup<ibgda_nic_factory>()).
 using ibgda_nic_factory = std::unique_ptr<ibgda_nic> (*)(world&, ibgda_options const&);
-
-/// The set-up linked into this program (gpucomm::nic's registration unit sets it), or null.
-inline ibgda_nic_factory& linked_ibgda_nic() noexcept {
-  static ibgda_nic_factory factory = nullptr;
-  return factory;
-}
-
-/// The linked set-up; nic_setup_not_linked (a gpucomm::error naming gpucomm::nic) for PE `pe`
-/// when the program was not linked with it.
-inline ibgda_nic_factory require_ibgda_nic(int pe) {
-  return require_nic_setup(linked_ibgda_nic(), "world::comm<IBGDAPost>", pe);
-}
 
 }  // namespace gpucomm::detail

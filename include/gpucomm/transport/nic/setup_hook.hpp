@@ -17,11 +17,19 @@
 
 namespace gpucomm::detail {
 
-/// `linked`, the set-up a transport asks for; nic_setup_not_linked (a gpucomm::error naming
-/// gpucomm::nic) when it is null. `who` is the call that needs it ("world::comm<IBGDAPost>").
+/// The set-up of type `Factory` (a transport's factory function pointer: ibgda_nic_factory,
+/// proxy_nic_factory) linked into this program, or null; gpucomm::nic's registration unit sets it.
 template <class Factory>
-Factory require_nic_setup(Factory linked, char const* who, int pe) {
-  if (linked != nullptr) return linked;
+Factory& linked_nic_setup() noexcept {
+  static Factory factory = nullptr;
+  return factory;
+}
+
+/// The linked set-up of type `Factory`; nic_setup_not_linked (a gpucomm::error naming gpucomm::nic)
+/// when the program was not linked with it. `who` is the call that needs it, `pe` the PE asking.
+template <class Factory>
+Factory require_nic_setup(char const* who, int pe) {
+  if (Factory const linked = linked_nic_setup<Factory>()) return linked;
   throw error(who, pe, "the NIC set-up was asked for, but this program was not linked with it (nic_setup_not_linked)",
               "link the CMake target gpucomm::nic (gpucomm::nic_model, the software NIC for tests, and "
               "gpucomm::verbs, rdma-core for a real NIC, link it too)");

@@ -59,7 +59,9 @@ class proxy_queue_host {
     paths_ = choose_paths(w, backends);
     // The NIC set-up is linked in, or every process says so before any exchange.
     proxy_nic_factory const make_nic =
-        !paths_.empty() && network != proxy_network::engine ? require_proxy_nic(first) : nullptr;
+        !paths_.empty() && network != proxy_network::engine
+            ? require_nic_setup<proxy_nic_factory>("world::comm<ProxyQueue> (proxy_network::nic)", first)
+            : nullptr;
     // The copy engines serve the peers the heap maps: a copy queued behind a kernel that waits for
     // it would never run, so the GPUs' hardware queues must be widened (collective).
     if (backends != proxy_backends::nic) w.require_hardware_queues("world::comm<ProxyQueue>");

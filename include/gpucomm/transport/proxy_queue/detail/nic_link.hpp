@@ -53,19 +53,8 @@ class proxy_nic {
   virtual nic_model_stats model_stats() const = 0;
 };
 
+/// What gpucomm::nic's registration unit installs (linked_nic_setup<proxy_nic_factory>()).
 using proxy_nic_factory = std::unique_ptr<proxy_nic> (*)(world&, proxy_options const&, std::vector<proxy_nic_pe>,
                                                          proxy_failures&);
-
-/// The set-up linked into this program (gpucomm::nic's registration unit sets it), or null.
-inline proxy_nic_factory& linked_proxy_nic() noexcept {
-  static proxy_nic_factory factory = nullptr;
-  return factory;
-}
-
-/// The linked set-up; nic_setup_not_linked (a gpucomm::error naming gpucomm::nic) for PE `pe`
-/// when the program was not linked with it.
-inline proxy_nic_factory require_proxy_nic(int pe) {
-  return require_nic_setup(linked_proxy_nic(), "world::comm<ProxyQueue> (proxy_network::nic)", pe);
-}
 
 }  // namespace gpucomm::detail
