@@ -1,6 +1,8 @@
 // The file of the mixed program that sees only production headers: it reaches the model through
 // the hook that linking gpucomm::nic_model installed.
+#include <gpucomm/transport/ibgda_post/nic_link.hpp>
 #include <gpucomm/transport/nic/endpoints.hpp>
+#include <gpucomm/transport/proxy_queue/detail/nic_link.hpp>
 
 #include <cstdio>
 
@@ -14,5 +16,10 @@ int main() {
   gpucomm::nic_model_stats const s = model->stats();
   bool const ok = model != nullptr && s.wqes == 0 && model_counts_nothing_yet();
   std::puts(ok ? "PASS: the model is reachable through the hook, beside a file using its headers" : "FAIL");
-  return ok ? 0 : 1;
+  // Linking gpucomm::nic_model links the set-up the model runs under (gpucomm::nic).
+  namespace d = gpucomm::detail;
+  bool const setup =
+      d::linked_nic_setup<d::ibgda_nic_factory>() != nullptr && d::linked_nic_setup<d::proxy_nic_factory>() != nullptr;
+  std::puts(setup ? "PASS: the NIC set-up is installed with the model" : "FAIL: the NIC set-up is not installed");
+  return ok && setup ? 0 : 1;
 }
