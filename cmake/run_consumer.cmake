@@ -19,3 +19,8 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK}/build RESULT_VARIABLE r
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "building the consumer (${MODE}) failed")
 endif()
+# The NIC set-up's registration unit came with gpucomm::nic and installed its hooks (no GPU needed).
+execute_process(COMMAND ${WORK}/build/consumer_nic RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the consumer (${MODE}) linking gpucomm::nic has no NIC set-up installed")
+endif()
