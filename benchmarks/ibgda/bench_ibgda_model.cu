@@ -13,6 +13,7 @@
 //
 // usage: bench_ibgda_model <out.jsonl>
 #include <cooperative_groups.h>
+#include <cuda/ptx>
 #include <gpucomm/gpucomm.cuh>
 
 #include "../harness/harness.hpp"

@@ -13,13 +13,12 @@
 //   - bulk groups belong to the issuing thread: only that thread can wait for them;
 //   - an mbarrier's memory must be mbarrier.inval'ed before it is used for anything else.
 
-#include <cuda/ptx>
-
 #include <cstddef>
 #include <cstdint>
 
 #include "../config.hpp"
 #include "../group.cuh"
+#include "bulk_ptx.cuh"
 #include "copy.cuh"
 #include "spin.cuh"
 
@@ -76,14 +75,14 @@ __device__ GPUCOMM_FORCEINLINE bool in_shared_memory(void const* p) {
 /// Makes the calling thread's earlier generic-proxy accesses to shared memory ordered before the
 /// bulk-copy unit's later ones (and the reverse). Every thread that wrote a put's shared-memory
 /// source runs it before the synchronisation that hands the data to the issuing thread.
-__device__ GPUCOMM_FORCEINLINE void fence_shared_for_bulk() { cuda::ptx::fence_proxy_async(cuda::ptx::space_shared); }
+__device__ GPUCOMM_FORCEINLINE void fence_shared_for_bulk() { bulk_ptx::fence_async_shared(); }
 
 /// Waits until every bulk copy this thread issued has completed, then orders their writes before
 /// this thread's later generic operations (fence.proxy.async over every state space), so a release
 /// that follows carries them. Nothing to wait for costs two instructions.
 __device__ GPUCOMM_FORCEINLINE void complete_own_bulk_copies() {
-  cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
-  cuda::ptx::fence_proxy_async();
+  bulk_ptx::wait_group<0>();
+  bulk_ptx::fence_async_all();
 }
 
 /// Bulk store of `bytes` (a multiple of 16) from shared `src` to global `dst`, in pieces, each its
@@ -92,14 +91,14 @@ __device__ GPUCOMM_FORCEINLINE void bulk_store(unsigned char* dst, unsigned char
   for (std::size_t at = 0; at < bytes; at += bulk_piece_bytes) {
     std::size_t const left = bytes - at;
     auto const len = static_cast<std::uint32_t>(left < bulk_piece_bytes ? left : bulk_piece_bytes);
-    cuda::ptx::cp_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, dst + at, src + at, len);
-    cuda::ptx::cp_async_bulk_commit_group();
+    bulk_ptx::store(dst + at, src + at, len);
+    bulk_ptx::commit_group();
   }
 }
 
 /// The calling thread waits until phase `parity` of the mbarrier at `bar` has completed.
 __device__ GPUCOMM_FORCEINLINE void wait_mbarrier(std::uint64_t* bar, std::uint32_t parity) {
-  spin_until([&] { return cuda::ptx::mbarrier_try_wait_parity(bar, parity); }, "P2PCopy: a bulk load");
+  spin_until([&] { return bulk_ptx::mbarrier_try_wait_parity(bar, parity); }, "P2PCopy: a bulk load");
 }
 
 /// Arms the mbarrier at `bar` for one phase that completes when `bytes` have arrived, then bulk
@@ -108,29 +107,26 @@ __device__ GPUCOMM_FORCEINLINE void bulk_load(unsigned char* dst, unsigned char 
                                               std::uint64_t* bar) {
   // The arrival and the byte count in one instruction: the phase cannot complete before every
   // piece below has landed (the count is set before any of them can complete).
-  cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, bar,
-                                       static_cast<std::uint32_t>(bytes));
+  bulk_ptx::mbarrier_arrive_expect(bar, static_cast<std::uint32_t>(bytes));
   for (std::size_t at = 0; at < bytes; at += bulk_piece_bytes) {
     std::size_t const left = bytes - at;
     auto const len = static_cast<std::uint32_t>(left < bulk_piece_bytes ? left : bulk_piece_bytes);
-    cuda::ptx::cp_async_bulk(cuda::ptx::space_shared, cuda::ptx::space_global, dst + at, src + at, len, bar);
+    bulk_ptx::load(dst + at, src + at, len, bar);
   }
 }
 
 /// Initialises `count` mbarriers of one expected arrival each and makes them visible to the
 /// bulk-copy unit (whose completions update them). One thread.
 __device__ GPUCOMM_FORCEINLINE void init_mbarriers(std::uint64_t* bars, unsigned count) {
-  for (unsigned s = 0; s < count; ++s) cuda::ptx::mbarrier_init(bars + s, 1u);
+  for (unsigned s = 0; s < count; ++s) bulk_ptx::mbarrier_init(bars + s, 1u);
   fence_shared_for_bulk();
 }
 
 /// Invalidates `count` mbarriers whose phases have all completed, so their memory may be reused
-/// (PTX requires mbarrier.inval first; libcu++ has no wrapper for it).
+/// (PTX requires mbarrier.inval first).
 __device__ GPUCOMM_FORCEINLINE void inval_mbarriers(std::uint64_t* bars, unsigned count) {
   for (unsigned s = 0; s < count; ++s) {
-    asm volatile(
-        "mbarrier.inval.shared::cta.b64 [%0];" ::"r"(static_cast<std::uint32_t>(__cvta_generic_to_shared(bars + s)))
-        : "memory");
+    bulk_ptx::mbarrier_inval(bars + s);
   }
 }
 
@@ -168,20 +164,19 @@ __device__ void bulk_copy_staged(unsigned char* dst, unsigned char const* src, s
   for (std::size_t k = 0; k < chunks; ++k) {
     unsigned const s = static_cast<unsigned>(k % Stages);
     wait_mbarrier(&full[s], static_cast<std::uint32_t>((k / Stages) & 1));
-    cuda::ptx::cp_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, dst + k * StageBytes, stage[s],
-                             static_cast<std::uint32_t>(length(k)));
-    cuda::ptx::cp_async_bulk_commit_group();
+    bulk_ptx::store(dst + k * StageBytes, stage[s], static_cast<std::uint32_t>(length(k)));
+    bulk_ptx::commit_group();
     // Store k - StoresInFlight has read its stage once only StoresInFlight stores (k -
     // StoresInFlight + 1 .. k) may still be reading: refill that stage with the chunk Stages on.
     if (k >= StoresInFlight) {
       std::size_t const refill = k - StoresInFlight + Stages;
       if (refill < chunks) {
-        cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<StoresInFlight>{});
+        bulk_ptx::wait_group_read<StoresInFlight>();
         load(refill);
       }
     }
   }
-  cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+  bulk_ptx::wait_group_read<0>();
   inval_mbarriers(full, Stages);
 }
 

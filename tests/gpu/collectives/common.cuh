@@ -14,6 +14,7 @@
 //
 // Process modes: every helper that allocates or synchronises is collective and is called in the
 // same order by every process; data checks count mismatches and CHECK the count.
+#include <cuda/ptx>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

@@ -61,14 +61,13 @@
 // Atomicity domain: NVLink/GPU atomics, the same as NVLinkStore's, so the two mix on one word
 // (route may carry a PE's atomics by either). They do not mix with NIC atomics.
 
-#include <cuda/ptx>
-
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
 #include "../../comm.cuh"
 #include "../../detail/bulk_copy.cuh"
+#include "../../detail/bulk_ptx.cuh"
 #include "../../detail/copy.cuh"
 #include "../../group.cuh"
 #include "../../ops.hpp"
@@ -180,7 +179,7 @@ struct BasicP2PCopy {
 
   template <class Self, group G>
   __device__ static void flush(comm<Self> const&, G const& g) {
-    cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+    detail::bulk_ptx::wait_group_read<0>();
     group_sync(g);
   }
 
@@ -239,7 +238,7 @@ struct BasicP2PCopy {
     } else {
       if (is_leader(g)) detail::bulk_store(to + s.head, from + s.head, s.body);
       copy_edges(g, to, from, bytes, s);
-      if (blocking && is_leader(g)) cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
+      if (blocking && is_leader(g)) detail::bulk_ptx::wait_group_read<0>();
     }
     if (blocking) group_sync(g);
   }
@@ -251,7 +250,7 @@ struct BasicP2PCopy {
         detail::split_for_bulk(reinterpret_cast<std::uintptr_t>(to), reinterpret_cast<std::uintptr_t>(from), bytes);
     // The bulk loads (async proxy) read what g's threads may just have written to src (generic
     // proxy): every thread's fence.proxy.async, then g's sync, orders those writes before them.
-    cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
+    detail::bulk_ptx::fence_async_global();
     group_sync(g);
     if (s.body == 0) {
       detail::group_copy(g, to, from, bytes);
