@@ -83,8 +83,10 @@
 
 namespace gpucomm {
 
+class world;
 namespace detail {
-class proxy_queue_host;
+template <class World>
+class proxy_queue_host_of;
 }
 
 struct ProxyQueue {
@@ -93,7 +95,7 @@ struct ProxyQueue {
       .put = true, .get = true, .put_signal = true, .signal = true, .atomics = true, .quiet = true, .barrier = true};
 
   using device_state = detail::proxy_queue_state;
-  using host_state = detail::proxy_queue_host;
+  using host_state = detail::proxy_queue_host_of<world>;
   using options = proxy_options;
 
 #if defined(__CUDACC__)

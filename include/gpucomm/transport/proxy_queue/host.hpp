@@ -30,7 +30,8 @@
 
 #include "../../error.hpp"
 #include "../../host/detail/device_guard.hpp"
-#include "../../host/world.hpp"
+#include "../../host/detail/hardware_queues.hpp"
+#include "../../host/world_options.hpp"
 #include "command_ring.cuh"
 #include "detail/copy_engine.hpp"
 #include "settings.hpp"
@@ -45,9 +46,13 @@
 
 namespace gpucomm::detail {
 
-class proxy_queue_host {
+/// A template on the world (ProxyQueue::host_state is proxy_queue_host_of<world>) only so that it
+/// needs the world's definition where world::comm instantiates it, and its body is compiled there,
+/// not in every file that includes the transport.
+template <class World>
+class proxy_queue_host_of {
  public:
-  proxy_queue_host(world& w, proxy_options const& options) : world_(&w) {
+  proxy_queue_host_of(World& w, proxy_options const& options) : world_(&w) {
     int const first = w.local_pes().front();
     log_depth_ = proxy_log_depth_from(options.log_depth, first);
     int const cpu = proxy_cpu_from(options.cpu, first);
@@ -95,14 +100,14 @@ class proxy_queue_host {
     }
   }
 
-  proxy_queue_host(proxy_queue_host const&) = delete;
-  proxy_queue_host& operator=(proxy_queue_host const&) = delete;
+  proxy_queue_host_of(proxy_queue_host_of const&) = delete;
+  proxy_queue_host_of& operator=(proxy_queue_host_of const&) = delete;
 
   /// Drains: waits for the kernels on the world's streams, then until every command they posted is
   /// complete (bounded: a kernel that died leaves tickets nobody publishes); peers may still be
   /// copying into this PE's heap until every process is here (teardown_barrier: not when a peer
   /// was found gone); then stops the threads.
-  ~proxy_queue_host() {
+  ~proxy_queue_host_of() {
     current_device_guard const keep;
     for (int pe : world_->local_pes()) {
       cudaSetDevice(world_->device(pe));
@@ -253,7 +258,7 @@ class proxy_queue_host {
   /// proxy_path bits, [from * npes + to]; empty when no PE reaches another through the network. A
   /// PE's memory whose data some PE reaches through the network takes every signal and atomic
   /// through the network backend too: one atomicity domain per word, whoever updates it.
-  static std::vector<std::uint8_t> choose_paths(world const& w, proxy_backends backends) {
+  static std::vector<std::uint8_t> choose_paths(World const& w, proxy_backends backends) {
     auto const npes = static_cast<std::size_t>(w.npes());
     std::vector<std::uint8_t> paths(npes * npes, 0);
     bool any = false;
@@ -294,7 +299,7 @@ class proxy_queue_host {
   /// detail/engine_link.hpp): an engine per PE, connected and given every PE's heap slot through
   /// the world's bootstrap.
   void set_up_engines(proxy_options const& options) {
-    world& w = *world_;
+    World& w = *world_;
     current_device_guard const keep;  // each PE's memory agent is made on its GPU
     auto const npes = static_cast<std::size_t>(w.npes());
     engine_world at;
@@ -361,7 +366,7 @@ class proxy_queue_host {
     return locals * (1 + world_->npes()) <= connections;
   }
 
-  local const& local_of(int pe) const { return const_cast<proxy_queue_host*>(this)->local_of(pe); }
+  local const& local_of(int pe) const { return const_cast<proxy_queue_host_of*>(this)->local_of(pe); }
   local& local_of(int pe) {
     for (auto& l : locals_)
       if (l->pe == pe) return *l;
@@ -401,7 +406,7 @@ class proxy_queue_host {
            (count > 1 ? " (" + std::to_string(count - 1) + " more failed commands)" : "");
   }
 
-  world* world_;
+  World* world_;
   unsigned log_depth_ = 10;
   std::chrono::microseconds issue_delay_{0};
   std::uint32_t store_path_bytes_ = 0;
@@ -414,5 +419,7 @@ class proxy_queue_host {
   std::unique_ptr<proxy_nic> nic_;
   std::vector<std::unique_ptr<proxy_thread>> threads_;  // after locals_: stopped before the rings go
 };
+
+using proxy_queue_host = proxy_queue_host_of<world>;
 
 }  // namespace gpucomm::detail
