@@ -7,6 +7,10 @@
 //     the host against the pattern, guards included; a blocking put's source overwritten as soon
 //     as it returns (the target must still get the original bytes);
 //   - 64 MiB puts and gets through the default staging;
+//   - the recommended P2PCopy128K (8 x 16 KiB in dynamic shared memory, taken through
+//     gpucomm::dynamic_staging as every case here takes its stagings) over the same matrix from
+//     global memory, up to 9 stages' worth (stages refilled at every misalignment), and 8 MiB puts
+//     and gets;
 //   - put_signal rounds around the ring on every group kind, each group with its own staging, the
 //     receiver checking every byte right after its wait_until returns (a missing completion or
 //     proxy fence before the signal shows up as stale bytes).
@@ -59,9 +63,9 @@ __global__ void __launch_bounds__(1024) align_kernel(gpucomm::comm<Policy> c, al
   extern __shared__ __align__(128) unsigned char smem[];
   using staging = typename Policy::staging;
   unsigned const per_block = M::per_block();
-  auto* const stagings = reinterpret_cast<staging*>(smem);
+  // The stagings first in the dynamic shared memory, one per group; the shared-memory regions after them.
   unsigned char* const region = smem + per_block * sizeof(staging) + M::index() * a.smem_region;
-  auto const g = gpucomm::with_staging(made, stagings[M::index()]);
+  auto const g = gpucomm::with_staging(made, gpucomm::dynamic_staging<staging>(M::index()));
   int const job = static_cast<int>(global_group<M>());
   if (job >= a.jobs) return;
   int const me = c.my_pe(), npes = c.npes();
@@ -224,6 +228,17 @@ TEST_CASE("P2PCopy: 64 MiB puts and gets through the default staging", "[gpu][p2
   for (int op = 0; op < a_op_count; ++op)
     run_align<mk_block, gpucomm::P2PCopy>(64 * MiB + 5, op, false, 1024, salt++,
                                           1);  // one job per PE: npes x 64 MiB, twice (harness.cuh sizes the heap)
+}
+
+TEST_CASE("P2PCopy128K: every misalignment and edge size, global memory through 8 x 16 KiB of dynamic shared memory",
+          "[gpu][p2p][put][get]") {
+  align_matrix<mk_block, gpucomm::P2PCopy128K>(/*shared_side=*/false, 128, 160 * KiB, 7800);  // to 9 x 16 KiB + 1
+}
+
+TEST_CASE("P2PCopy128K: 8 MiB puts and gets, each stage refilled many times", "[gpu][p2p][put][get]") {
+  std::uint64_t salt = 7850;
+  for (int op = 0; op < a_op_count; ++op)
+    run_align<mk_block, gpucomm::P2PCopy128K>(8 * MiB + 5, op, false, 1024, salt++, 1);  // one job per PE
 }
 
 TEST_CASE("sanitize: P2PCopy alignment matrix, a few sizes", "[gpu][p2p][put][get][sanitize]") {

@@ -4,7 +4,8 @@
 // cp.async.bulk, sm_90) that one thread of the calling group drives, instead of by the group's
 // own loads and stores. The host half is p2p_copy/host.hpp.
 //
-//   using P2PCopy = BasicP2PCopy<>;              // the measured default staging
+//   using P2PCopy = BasicP2PCopy<>;              // the default: a staging that fits a static __shared__
+//   using P2PCopy128K = BasicP2PCopy<16384, 8>;  // the recommended one, in dynamic shared memory
 //   BasicP2PCopy<StageBytes, Stages>             // another staging shape
 //   BasicP2PCopy<StageBytes, Stages, StoresInFlight>  // and how many of its stages drain at once
 //
@@ -291,5 +292,10 @@ struct BasicP2PCopy {
 
 /// The bulk-copy transport with the default staging (see BasicP2PCopy).
 using P2PCopy = BasicP2PCopy<>;
+
+/// The recommended policy for puts from global memory: 8 stages of 16 KiB (131,200 bytes with the
+/// mbarriers), too large for a static __shared__ variable, so the staging lives in the launch's
+/// dynamic shared memory (gpucomm::dynamic_staging). One thread keeps 112 KiB of loads in flight.
+using P2PCopy128K = BasicP2PCopy<16384, 8>;
 
 }  // namespace gpucomm

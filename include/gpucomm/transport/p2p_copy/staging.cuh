@@ -89,6 +89,21 @@ GPUCOMM_HD staged_group<G, p2p_staging<StageBytes, Stages, StoresInFlight>> with
   return {g, storage};
 }
 
+#if defined(__CUDACC__)
+/// The `slot`-th staging of type `Staging` in the calling kernel's dynamic shared memory, for a
+/// staging larger than a static `__shared__` variable may hold (48 KiB), such as P2PCopy128K's. The
+/// launch gives at least `(slot + 1) * sizeof(Staging)` bytes of dynamic shared memory, to a kernel
+/// allowed that much first:
+///   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+/// The kernel's own uses of its dynamic shared memory start after the stagings it takes.
+template <class Staging>
+__device__ GPUCOMM_FORCEINLINE Staging& dynamic_staging(unsigned slot = 0) {
+  static_assert(alignof(Staging) <= 128, "gpucomm::dynamic_staging: the dynamic shared memory is 128-byte aligned");
+  extern __shared__ __align__(128) unsigned char gpucomm_dynamic_shared[];
+  return reinterpret_cast<Staging*>(gpucomm_dynamic_shared)[slot];
+}
+#endif
+
 namespace detail {
 template <class G>
 inline constexpr bool is_staged_group_v = false;
