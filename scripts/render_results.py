@@ -311,8 +311,8 @@ def performance_md(benches, page):
 TRANSPORT_FIGURES = [
     ("NVLinkStore", "put bandwidth, one 1024-thread CTA, best size", "put_bw uni, block, 1 CTA, best size"),
     ("NVLinkStore", "put_signal ping-pong, one way, one thread, 8 B", "put_signal ping-pong one way, thread, 8 B"),
-    ("P2PCopy", "put bandwidth, one CTA, best size, source in global memory",
-     "P2PCopy put_bw, block, 1 CTA, source global, best size"),
+    ("P2PCopy", "put bandwidth, one CTA, best size, source in global memory, staging `P2PCopy128K`",
+     "P2PCopy put_bw, block, 1 CTA, source global, recommended staging, best size"),
     ("ProxyQueue", "put bandwidth, one posting thread, >= 16 MiB, worst size",
      "ProxyQueue put_bw, block, 1 CTA (one posting thread), >= 16 MiB: the worst size against the copy engine"),
     ("ProxyQueue", "put_signal ping-pong, one way, 8 B", "ProxyQueue put_signal ping-pong one way, 8 B (best scope)"),
@@ -330,7 +330,7 @@ def transport_figures_md(benches, page):
             rows.append([f"`{transport}`", label, "not measured", ""])
             continue
         b, x = found
-        extra = f" ({x.ref})" if x.ref.startswith("source shared") else ""
+        extra = f" ({x.ref})" if x.ref.startswith("default staging") else ""
         rows.append([f"`{transport}`", label, x.g_txt() + extra, f"[{b.kind}]({link(page, b.md)}), {b.date}"])
     rows.append(["`IBGDAPost`, `route<..., IBGDAPost>`", "", "no run on a real NIC recorded",
                  f"the NIC model's figures are not a NIC's ([docs/contributing/benchmarks.md]({link(page, 'docs/contributing/benchmarks.md')}))"])

@@ -150,28 +150,39 @@ class TargetsTest(unittest.TestCase):
     """The headline lines of P2PCopy, ProxyQueue and the collectives: which figure each takes from
     the rows, and whether it says met, MISSED or not measured (expected values worked out by hand)."""
 
-    def test_p2pcopy_takes_the_default_staging_from_global_memory_against_nvlinkstore(self):
+    def test_p2pcopy_takes_the_recommended_staging_against_nvlinkstore_and_the_raw_bulk_copy(self):
         mib = 1 << 20
-        rows = [row("p2pcopy_put_bw", "global", 40.0, library="gpucomm", scope="block", ctas=1, size=16 * mib),
-                row("p2pcopy_put_bw", "global", 52.0, library="gpucomm", scope="block", ctas=1, size=256 * mib),
-                row("p2pcopy_put_bw", "global 8x16KiB/1", 99.0, library="gpucomm", scope="block", ctas=1, size=mib),
-                row("p2pcopy_put_bw", "shared", 60.0, library="gpucomm", scope="block", ctas=1, size=mib),
-                row("p2pcopy_put_bw", "global", 370.0, library="gpucomm", scope="block", ctas=8, size=16 * mib),
-                row("p2pcopy_put_bw", "global", 360.0, library="gpucomm", scope="block", ctas=8, size=64 * mib),
-                row("p2pcopy_put_bw", "global", 400.0, library="gpucomm", scope="block", ctas=16, size=16 * mib),
-                row("put_bw", "uni", 45.0, library="gpucomm", scope="block", ctas=1, size=mib)]
+        rec = report.P2PCOPY_RECOMMENDED
+        rows = [row("p2pcopy_put_bw", rec, 44.0, library="gpucomm", scope="block", ctas=1, size=16 * mib),
+                row("p2pcopy_put_bw", rec, 45.0, library="gpucomm", scope="block", ctas=1, size=256 * mib),
+                row("p2pcopy_put_bw", "global", 99.0, library="gpucomm", scope="block", ctas=1, size=mib),
+                row("p2pcopy_put_bw", "global 4x12KiB/1", 98.0, library="gpucomm", scope="block", ctas=1, size=mib),
+                row("p2pcopy_put_bw", "shared", 49.0, library="gpucomm", scope="block", ctas=1, size=mib),
+                row("p2pcopy_put_bw", "shared", 60.0, library="gpucomm", scope="block", ctas=4, size=mib),
+                row("p2pcopy_put_bw", rec, 330.0, library="gpucomm", scope="block", ctas=8, size=16 * mib),
+                row("p2pcopy_put_bw", rec, 336.0, library="gpucomm", scope="block", ctas=8, size=64 * mib),
+                row("p2pcopy_put_bw", rec, 400.0, library="gpucomm", scope="block", ctas=16, size=16 * mib),
+                row("copy_limits", "bulk-8x16KiB", 320.0, scope="block", ctas=8, size=64 * mib),
+                row("copy_limits", "bulk-4x32KiB", 350.0, scope="block", ctas=8, size=64 * mib),
+                row("copy_limits", "copy-unroll4", 390.0, scope="block", ctas=8, size=64 * mib),
+                row("copy_limits", "bulk-4x32KiB", 999.0, scope="block", ctas=16, size=64 * mib),
+                row("put_bw", "uni", 46.0, library="gpucomm", scope="block", ctas=1, size=mib)]
         lines = report.headline(rows)
-        one = line(lines, "P2PCopy put_bw, block, 1 CTA,")
-        self.assertEqual(one.g, 52.0)  # the default staging's best size, not another staging's
-        self.assertEqual(one.verdict(), "met")
+        one = line(lines, "P2PCopy put_bw, block, 1 CTA, source global")
+        self.assertEqual(one.g, 45.0)  # the recommended staging's best size, not another staging's
+        self.assertEqual(one.peer, 46.0)
+        self.assertAlmostEqual(one.target, 0.97 * 46.0)
+        self.assertEqual(one.verdict(), "met")  # within 3 % of NVLinkStore
+        self.assertEqual(one.ref, "default staging: 99.0 GB/s")
         self.assertEqual(line(lines, "P2PCopy put_bw, block, 4 CTAs").verdict(), "not measured")
-        vs = line(lines, "P2PCopy against NVLinkStore put_bw, block, 1 CTA")
-        self.assertAlmostEqual(vs.target, 49.5)
-        self.assertEqual(vs.verdict(), "met")
-        self.assertEqual(line(lines, "P2PCopy against NVLinkStore put_bw, block, 4 CTAs").verdict(), "not measured")
-        big = line(lines, "P2PCopy put_bw, block, <= 8 CTAs")
-        self.assertEqual(big.g, 360.0)  # 8 CTAs' worst size; 16 CTAs are over the limit
-        self.assertTrue(big.verdict().startswith("MISSED by 5"))
+        eight = line(lines, "P2PCopy put_bw, block, 8 CTAs")
+        self.assertEqual(eight.g, 336.0)  # 8 CTAs' best size; 16 CTAs are another grid
+        self.assertEqual(eight.peer, 350.0)  # the best bulk variant at 8 CTAs, not the SM copy
+        self.assertAlmostEqual(eight.target, 0.97 * 350.0)
+        self.assertTrue(eight.verdict().startswith("MISSED by 3.5"))
+        shared = line(lines, "P2PCopy put_bw, block, 1 CTA, source shared")
+        self.assertEqual(shared.g, 49.0)
+        self.assertTrue(shared.verdict().startswith("MISSED by 1"))
 
     def test_proxyqueue_bulk_put_is_held_to_the_copy_engine_at_its_worst_size(self):
         mib = 1 << 20
