@@ -6,7 +6,8 @@
 // that includes P2PCopy would pay for in compile time and memory; the few used here are written out.
 //
 // Shared-memory operands go to PTX as 32-bit shared-window addresses, global ones as 64-bit global
-// addresses (cvta). Device code only.
+// addresses (cvta). Every statement is volatile with a memory clobber: none may be dropped, merged
+// or moved across the memory accesses around it. Device code only.
 
 #include <cstdint>
 
@@ -36,23 +37,23 @@ __device__ GPUCOMM_FORCEINLINE void fence_async_global() { asm volatile("fence.p
 /// cp.async.bulk.global.shared::cta.bulk_group: a bulk store of `bytes` (a multiple of 16) from
 /// shared `src` to global `dst`, in the calling thread's current bulk group.
 __device__ GPUCOMM_FORCEINLINE void store(void* dst, void const* src, std::uint32_t bytes) {
-  asm("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
-      :
-      : "l"(global_address(dst)), "r"(shared_address(src)), "r"(bytes)
-      : "memory");
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+               :
+               : "l"(global_address(dst)), "r"(shared_address(src)), "r"(bytes)
+               : "memory");
 }
 
 /// cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes: a bulk load of `bytes` from
 /// global `src` into shared `dst`, completing on the mbarrier at `bar` (PTX ISA 8.6).
 __device__ GPUCOMM_FORCEINLINE void load(void* dst, void const* src, std::uint32_t bytes, std::uint64_t* bar) {
-  asm("cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-      :
-      : "r"(shared_address(dst)), "l"(global_address(src)), "r"(bytes), "r"(shared_address(bar))
-      : "memory");
+  asm volatile("cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :
+               : "r"(shared_address(dst)), "l"(global_address(src)), "r"(bytes), "r"(shared_address(bar))
+               : "memory");
 }
 
 /// cp.async.bulk.commit_group: closes the calling thread's current bulk group.
-__device__ GPUCOMM_FORCEINLINE void commit_group() { asm volatile("cp.async.bulk.commit_group;" ::); }
+__device__ GPUCOMM_FORCEINLINE void commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 
 /// cp.async.bulk.wait_group N: waits until at most N of the calling thread's bulk groups are
 /// incomplete (their writes done).
@@ -68,7 +69,7 @@ __device__ GPUCOMM_FORCEINLINE void wait_group_read() {
 
 /// mbarrier.init.shared.b64: the mbarrier at `bar`, expecting `count` arrivals per phase.
 __device__ GPUCOMM_FORCEINLINE void mbarrier_init(std::uint64_t* bar, std::uint32_t count) {
-  asm("mbarrier.init.shared.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(count) : "memory");
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(count) : "memory");
 }
 
 /// mbarrier.inval.shared::cta.b64: ends the mbarrier at `bar`, so its memory may be used otherwise.
@@ -91,7 +92,8 @@ __device__ GPUCOMM_FORCEINLINE std::uint64_t mbarrier_arrive_expect(std::uint64_
 /// `bar` has completed (the hardware may suspend the thread a while before answering no).
 __device__ GPUCOMM_FORCEINLINE bool mbarrier_try_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
   std::uint32_t done;
-  asm("{\n\t.reg .pred p;\n\t"
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t"
       "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
       "selp.b32 %0, 1, 0, p;\n\t}"
       : "=r"(done)
