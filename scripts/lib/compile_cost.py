@@ -50,13 +50,13 @@ def machine():
     return {"nproc": len(os.sched_getaffinity(0)), "model_name": model}
 
 
-def tree_commit(path):
-    """HEAD of the checkout holding PATH, with "+dirty" when its headers or benchmarks differ."""
+def tree_commit(path, paths=("include", "testing", "benchmarks/compile")):
+    """HEAD of the checkout holding PATH, with "+dirty" when it differs there (paths: where to look;
+    default the headers and the compile benchmark, () the whole tree)."""
     try:
         head = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True, text=True,
                               check=True).stdout.strip()
-        clean = subprocess.run(["git", "-C", path, "diff", "--quiet", "HEAD", "--", "include", "testing",
-                                "benchmarks/compile"]).returncode == 0
+        clean = subprocess.run(["git", "-C", path, "diff", "--quiet", "HEAD", "--", *paths]).returncode == 0
         return head if clean else head + "+dirty"
     except (OSError, subprocess.CalledProcessError):
         return None

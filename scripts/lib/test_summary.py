@@ -16,22 +16,11 @@ import re
 import subprocess
 import sys
 
-from compile_cost import machine
+from compile_cost import machine, tree_commit
 
 SCHEMA = "gpucomm.test-summary/1"
 # ctest's closing line: "100% tests passed, 0 tests failed out of 58".
 CTEST_TOTALS = re.compile(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)")
-
-
-def commit(root):
-    """HEAD of the checkout, with "+dirty" when the tree differs from it."""
-    try:
-        head = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-        clean = subprocess.run(["git", "-C", root, "diff", "--quiet", "HEAD"]).returncode == 0
-        return head if clean else head + "+dirty"
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def ctest_counts(log):
@@ -74,7 +63,7 @@ def main(argv):
         "schema": SCHEMA,
         "command": "bash scripts/test.sh",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "commit": commit(root),
+        "commit": tree_commit(root, paths=()),
         "ci": os.environ.get("CI") == "true",
         "machine": machine(),
         "nvcc": nvcc_version(a.nvcc) if a.nvcc else None,
