@@ -9,7 +9,8 @@
 // Scopes differ in CTA shape, since every group needs its own shared memory:
 //   block   1024 threads per CTA, one group: one issuing thread per CTA. Staging: P2PCopy's
 //           default, and other shapes of 32 to 48 KiB and of 128 KiB (variants "global
-//           <stages>x<KiB>/<stores in flight>"); tile 64 KiB.
+//           <stages>x<KiB>/<stores in flight>", with " L2+<chunks>" where the source is prefetched
+//           into L2 that many chunks ahead of the loads); tile 64 KiB.
 //   warp    256 threads per CTA, 8 warps, each with BasicP2PCopy<4096, 4> staging; tile 16 KiB.
 //   thread  32 threads per CTA, each with BasicP2PCopy<1024, 2> staging; tile 2 KiB.
 // The row's note gives the shape. With both PEs on one GPU the figures are smoke.
@@ -99,17 +100,19 @@ void p2p_points(bench::session& s, gpucomm::world& w, gpucomm::sym_array<std::by
   std::vector<std::size_t> const sizes = bench::geometric(64 * bench::KiB, p2p_max_size, o.quick ? 16 : 4);
   std::vector<int> const grid = o.quick ? std::vector<int>{1, 4, 8, 32} : std::vector<int>{1, 2, 4, 8, 16, 32, 132};
   bench::plan const plan = bench::bandwidth_plan(o);
+  std::string const prefetch = policy::prefetch_ahead == 0 ? "" : " L2+" + std::to_string(policy::prefetch_ahead);
   for (int const ctas : grid) {
     std::size_t const groups = static_cast<std::size_t>(ctas) * groups_per_cta<S>;
     for (std::size_t const size : sizes) {
       std::size_t const chunk = size / groups / 16 * 16;
       if (chunk == 0) continue;
       bench::row where = base_row<policy>("p2pcopy_put_bw", 2);
-      where.variant = Shared                   ? std::string("shared")
-                      : std::is_void_v<Policy> ? std::string("global")
-                                               : "global " + std::to_string(policy::staging::stages) + "x" +
-                                                     std::to_string(policy::staging::stage_bytes / bench::KiB) +
-                                                     "KiB/" + std::to_string(policy::staging::stores_in_flight);
+      where.variant = Shared ? std::string("shared")
+                      : std::is_void_v<Policy>
+                          ? std::string("global")
+                          : "global " + std::to_string(policy::staging::stages) + "x" +
+                                std::to_string(policy::staging::stage_bytes / bench::KiB) + "KiB/" +
+                                std::to_string(policy::staging::stores_in_flight) + prefetch;
       where.scope = name(S);
       where.ctas = ctas;
       where.threads = shape::threads;
@@ -142,7 +145,10 @@ void p2p_points(bench::session& s, gpucomm::world& w, gpucomm::sym_array<std::by
                  (Shared ? "source: a " + std::to_string(shape::tile) + " B shared-memory tile per group"
                          : "staging " + std::to_string(policy::staging::stages) + " x " +
                                std::to_string(policy::staging::stage_bytes) + " B per group, " +
-                               std::to_string(policy::staging::stores_in_flight) + " stores in flight");
+                               std::to_string(policy::staging::stores_in_flight) + " stores in flight" +
+                               (prefetch.empty()
+                                    ? ""
+                                    : ", L2 prefetch " + std::to_string(policy::prefetch_ahead) + " chunks ahead"));
         return r;
       });
     }
@@ -176,6 +182,12 @@ void p2pcopy_put_bw(bench::session& s) {
   p2p_points<scope::block, false, gpucomm::BasicP2PCopy<2048, 16, 1>>(s, w, buf, counter, timer);
   p2p_points<scope::block, false, gpucomm::BasicP2PCopy<16384, 8, 1>>(s, w, buf, counter, timer);
   p2p_points<scope::block, false, gpucomm::BasicP2PCopy<8192, 16, 1>>(s, w, buf, counter, timer);
+  // The L2 prefetch of the source, 1, 2 and 4 chunks ahead, for the default staging and the
+  // recommended one (variants "... L2+<chunks>").
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<8192, 5, 1, 1>>(s, w, buf, counter, timer);
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<8192, 5, 1, 2>>(s, w, buf, counter, timer);
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<8192, 5, 1, 4>>(s, w, buf, counter, timer);
+  p2p_points<scope::block, false, gpucomm::BasicP2PCopy<16384, 8, 1, 2>>(s, w, buf, counter, timer);
   p2p_points<scope::warp, false>(s, w, buf, counter, timer);
   p2p_points<scope::warp, true>(s, w, buf, counter, timer);
   p2p_points<scope::thread, false>(s, w, buf, counter, timer);

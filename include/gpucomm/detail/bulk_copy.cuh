@@ -139,11 +139,14 @@ __device__ GPUCOMM_FORCEINLINE void inval_mbarriers(std::uint64_t* bars, unsigne
 ///     store k+StoresInFlight, the thread waits until at most StoresInFlight stores are still
 ///     reading (wait_group.read), so that many stores and Stages-StoresInFlight loads overlap.
 ///     On one H100 one store in flight was best (docs/guide/p2p_copy.md): the copy is bound by the
-///     bytes its loads keep in flight, and every extra store in flight takes a stage from them.
+///     bytes its loads keep in flight, and every extra store in flight takes a stage from them;
+///   - with PrefetchAhead > 0, issuing the load of chunk k also asks L2 to prefetch chunk
+///     k+PrefetchAhead of src, unless that chunk is among the first Stages (loaded at once
+///     anyway): more of src on its way than the stages hold.
 /// Returns when every load has completed (src may be reused) and every store has read its stage
 /// (the staging may be reused); the stores' writes may still be in flight, and complete with
 /// complete_own_bulk_copies().
-template <std::size_t StageBytes, unsigned Stages, unsigned StoresInFlight>
+template <std::size_t StageBytes, unsigned Stages, unsigned StoresInFlight, unsigned PrefetchAhead = 0>
 __device__ void bulk_copy_staged(unsigned char* dst, unsigned char const* src, std::size_t bytes,
                                  unsigned char (&stage)[Stages][StageBytes], std::uint64_t (&full)[Stages]) {
   static_assert(StageBytes % bulk_granule == 0 && StageBytes <= max_stage_bytes);
@@ -158,6 +161,11 @@ __device__ void bulk_copy_staged(unsigned char* dst, unsigned char const* src, s
   auto const load = [&](std::size_t k) {
     unsigned const s = static_cast<unsigned>(k % Stages);
     bulk_load(stage[s], src + k * StageBytes, length(k), &full[s]);
+    if constexpr (PrefetchAhead != 0) {
+      std::size_t const ahead = k + PrefetchAhead;
+      if (ahead >= Stages && ahead < chunks)
+        bulk_ptx::prefetch_l2(src + ahead * StageBytes, static_cast<std::uint32_t>(length(ahead)));
+    }
   };
   init_mbarriers(full, Stages);
   for (std::size_t k = 0; k < chunks && k < Stages; ++k) load(k);

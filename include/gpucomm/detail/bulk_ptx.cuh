@@ -52,6 +52,12 @@ __device__ GPUCOMM_FORCEINLINE void load(void* dst, void const* src, std::uint32
                : "memory");
 }
 
+/// cp.async.bulk.prefetch.L2.global: a hint to bring `bytes` (a multiple of 16) of global `src`
+/// (16-byte aligned) into L2; nothing waits for it and nothing depends on it.
+__device__ GPUCOMM_FORCEINLINE void prefetch_l2(void const* src, std::uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(global_address(src)), "r"(bytes) : "memory");
+}
+
 /// cp.async.bulk.commit_group: closes the calling thread's current bulk group.
 __device__ GPUCOMM_FORCEINLINE void commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 

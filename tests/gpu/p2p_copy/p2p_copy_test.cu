@@ -11,6 +11,8 @@
 //     gpucomm::dynamic_staging as every case here takes its stagings) over the same matrix from
 //     global memory, up to 9 stages' worth (stages refilled at every misalignment), and 8 MiB puts
 //     and gets;
+//   - a policy with the L2 prefetch (BasicP2PCopy<8192, 5, 1, 2>) over the same matrix from
+//     global memory, to 9 stages' worth, and 8 MiB puts and gets;
 //   - put_signal rounds around the ring on every group kind, each group with its own staging, the
 //     receiver checking every byte right after its wait_until returns (a missing completion or
 //     proxy fence before the signal shows up as stale bytes).
@@ -175,10 +177,11 @@ void run_align(std::size_t bytes, int op, bool shared_side, unsigned block, std:
     }
     std::size_t sig_bad = 0;
     for (std::size_t i = 0; i < got_sig.size(); ++i) sig_bad += got_sig[i] != expect_sig[i];
-    INFO(M::name << " " << P::name << "<" << P::staging::stage_bytes << "," << P::staging::stages << "> "
-                 << align_op_names[op] << (shared_side ? " (shared memory side)" : " (global memory)") << ", " << bytes
-                 << " B, " << npes << " PEs, PE " << q << ", first bad byte " << first << " (region " << first / stride
-                 << ", offset " << first % stride << ")");
+    INFO(M::name << " " << P::name << "<" << P::staging::stage_bytes << "," << P::staging::stages << ","
+                 << P::staging::stores_in_flight << "," << P::prefetch_ahead << "> " << align_op_names[op]
+                 << (shared_side ? " (shared memory side)" : " (global memory)") << ", " << bytes << " B, " << npes
+                 << " PEs, PE " << q << ", first bad byte " << first << " (region " << first / stride << ", offset "
+                 << first % stride << ")");
     CHECK(bad == 0);
     CHECK(sig_bad == 0);
     CHECK(download(w, q, errors.ptr(q), errors.size())[0] == 0);
@@ -202,6 +205,9 @@ void align_matrix(bool shared_side, unsigned block, std::size_t largest, std::ui
     for (int op = 0; op < a_op_count; ++op) run_align<M, P>(bytes, op, shared_side, block, salt++);
   }
 }
+
+/// The default staging with the source prefetched into L2 two chunks ahead of the loads.
+using prefetch_policy = gpucomm::BasicP2PCopy<8192, 5, 1, 2>;
 
 }  // namespace
 
@@ -241,6 +247,15 @@ TEST_CASE("P2PCopy128K: 8 MiB puts and gets, each stage refilled many times", "[
     run_align<mk_block, gpucomm::P2PCopy128K>(8 * MiB + 5, op, false, 1024, salt++, 1);  // one job per PE
 }
 
+TEST_CASE("P2PCopy with an L2 prefetch two chunks ahead: every misalignment and edge size, and 8 MiB",
+          "[gpu][p2p][put][get]") {
+  // To 9 x 8 KiB + 1: prefetches beyond the first 5 chunks, a short last chunk prefetched.
+  align_matrix<mk_block, prefetch_policy>(/*shared_side=*/false, 128, 80 * KiB, 8000);
+  std::uint64_t salt = 8100;
+  for (int op = 0; op < a_op_count; ++op)
+    run_align<mk_block, prefetch_policy>(8 * MiB + 5, op, false, 1024, salt++, 1);  // one job per PE
+}
+
 TEST_CASE("sanitize: P2PCopy alignment matrix, a few sizes", "[gpu][p2p][put][get][sanitize]") {
   std::uint64_t salt = 7700;
   for (std::size_t const bytes : {std::size_t{17}, std::size_t{600}, std::size_t{4 * KiB + 3}}) {
@@ -249,6 +264,9 @@ TEST_CASE("sanitize: P2PCopy alignment matrix, a few sizes", "[gpu][p2p][put][ge
       run_align<mk_tile<32>, small_policy>(bytes, op, false, 64, salt++, 16);
     }
   }
+  // The L2 prefetch past the first stages.
+  for (int op = 0; op < a_op_count; ++op)
+    run_align<mk_block, prefetch_policy>(9 * 8 * KiB + 1, op, false, 128, salt++, 4);
 }
 
 // ---- put_signal rounds --------------------------------------------------------------------------

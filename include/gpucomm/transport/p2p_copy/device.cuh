@@ -8,6 +8,8 @@
 //   using P2PCopy128K = BasicP2PCopy<16384, 8>;  // the recommended one, in dynamic shared memory
 //   BasicP2PCopy<StageBytes, Stages>             // another staging shape
 //   BasicP2PCopy<StageBytes, Stages, StoresInFlight>  // and how many of its stages drain at once
+//   BasicP2PCopy<StageBytes, Stages, StoresInFlight, PrefetchAhead>  // and an L2 prefetch of a put's
+//                                                // source that many chunks ahead of its loads
 //
 // Where the bytes come from decides the path, per call:
 //   put, src in the calling CTA's shared memory (detected at run time: PTX isspacep.shared): bulk stores
@@ -91,7 +93,8 @@ __device__ GPUCOMM_FORCEINLINE void publish_for_bulk_copy() { detail::fence_shar
 /// The bulk-copy transport; StageBytes, Stages and StoresInFlight shape `staging`, the shared memory
 /// a put from global memory is pipelined through (see staging.cuh). Why the defaults are what they
 /// are: docs/guide/p2p_copy.md, "Why the default staging".
-template <std::size_t StageBytes = 8192, unsigned Stages = 5, unsigned StoresInFlight = default_stores_in_flight>
+template <std::size_t StageBytes = 8192, unsigned Stages = 5, unsigned StoresInFlight = default_stores_in_flight,
+          unsigned PrefetchAhead = default_prefetch_ahead>
 struct BasicP2PCopy {
   static constexpr char const* name = "P2PCopy";
   /// NVLinkStore's: the same operations over the same mappings, only the bytes move differently.
@@ -101,6 +104,8 @@ struct BasicP2PCopy {
   using host_state = detail::nvlink_store_host;
   /// What with_staging takes for this policy: declare one per calling group in shared memory.
   using staging = p2p_staging<StageBytes, Stages, StoresInFlight>;
+  /// Chunks ahead of its bulk loads that a staged put asks L2 to prefetch its source (0: none).
+  static constexpr unsigned prefetch_ahead = PrefetchAhead;
 
 #if defined(__CUDACC__)
   // Each operation takes comm<Self> with Self deduced (always this policy): naming
@@ -121,7 +126,7 @@ struct BasicP2PCopy {
     if (detail::in_shared_memory(from)) {
       push_from_shared(g, to, from, bytes, blocking);
     } else if constexpr (detail::is_staged_group_v<G>) {
-      copy_staged(g, to, from, bytes, blocking);
+      copy_staged<PrefetchAhead>(g, to, from, bytes, blocking);
     } else {
       detail::group_copy(g, to, from, bytes);
       if (blocking) group_sync(g);
@@ -139,7 +144,7 @@ struct BasicP2PCopy {
       if (detail::in_shared_memory(to))
         pull_into_shared(g, to, from, bytes);
       else
-        copy_staged(g, to, from, bytes, /*blocking=*/true);
+        copy_staged<0>(g, to, from, bytes, /*blocking=*/true);
       if (is_leader(g)) detail::complete_own_bulk_copies();  // the stores into dst, for g's reads
       group_sync(g);
     } else {
@@ -244,7 +249,8 @@ struct BasicP2PCopy {
     if (blocking) group_sync(g);
   }
 
-  template <group G>
+  /// A put (PrefetchAhead of the policy) or get (none: its source is the peer) through g's staging.
+  template <unsigned Ahead, group G>
   __device__ static void copy_staged(G const& g, unsigned char* to, unsigned char const* from, std::size_t bytes,
                                      bool blocking) {
     auto const s =
@@ -259,8 +265,8 @@ struct BasicP2PCopy {
       copy_edges(g, to, from, bytes, s);
       staging& st = g.staging();
       if (is_leader(g))
-        detail::bulk_copy_staged<StageBytes, Stages, StoresInFlight>(to + s.head, from + s.head, s.body, st.stage,
-                                                                     st.full);
+        detail::bulk_copy_staged<StageBytes, Stages, StoresInFlight, Ahead>(to + s.head, from + s.head, s.body,
+                                                                            st.stage, st.full);
     }
     if (blocking) group_sync(g);
   }

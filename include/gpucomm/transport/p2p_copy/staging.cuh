@@ -29,6 +29,10 @@ namespace gpucomm {
 /// keep in flight, and more stores in flight only took stages from the loads.
 inline constexpr unsigned default_stores_in_flight = 1;
 
+/// How many chunks ahead of its bulk loads a staged put asks L2 to prefetch its source unless told
+/// otherwise (BasicP2PCopy's PrefetchAhead): measured against none in docs/guide/p2p_copy.md.
+inline constexpr unsigned default_prefetch_ahead = 0;
+
 /// `Stages` shared-memory stages of `StageBytes` bytes each, and an mbarrier per stage. Trivial,
 /// meant to be a __shared__ variable (the bulk-copy unit reads and writes shared memory only); its
 /// contents mean nothing between calls. `StoresInFlight` of the stages may be draining to the peer
