@@ -14,6 +14,9 @@
 //   - a user type with `num_threads()`, `thread_rank()` and `sync()`, all const; optionally a
 //     `static constexpr unsigned static_size` (its size at compile time) and a
 //     `shfl(value, src_rank)` member (needed by operations that return a value to every thread).
+// Wrappers of a group are groups too: with_staging(g, stages) hands P2PCopy its staging
+// (transport/p2p_copy/staging.cuh), without_staging(g) (below) says that a P2PCopy copy of global
+// memory is to go through g's own loads and stores.
 //
 // Rules: a group's threads all belong to one CTA; `sync()` synchronises exactly the group's
 // threads and orders their memory accesses at least at CTA scope (as __syncthreads, __syncwarp
@@ -149,10 +152,19 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE void group_sync(G const& g) {
 }
 
 #if defined(__CUDACC__)
+namespace detail {
+/// Whether G is a whole CTA: cooperative_groups::thread_block, or a wrapper of one (a group type
+/// naming the group it wraps as `wrapped_group`, as with_staging's and without_staging's do).
+template <class G>
+inline constexpr bool whole_block_v = std::is_same_v<std::remove_cvref_t<G>, cooperative_groups::thread_block>;
+template <class G>
+requires requires { typename std::remove_cvref_t<G>::wrapped_group; }
+inline constexpr bool whole_block_v<G> = whole_block_v<typename std::remove_cvref_t<G>::wrapped_group>;
+}  // namespace detail
+
 /// True when the type can hand a value from one of its threads to all of them.
 template <class G>
-concept broadcasting_group = shuffling_group<G> ||
-    (group<G>&& std::is_same_v<std::remove_cvref_t<G>, cooperative_groups::thread_block>);
+concept broadcasting_group = shuffling_group<G> ||(group<G>&& detail::whole_block_v<G>);
 
 /// The leader's `value`, returned to every thread of g. T is trivially copyable, at most 8 bytes.
 template <group G, class T>
@@ -160,7 +172,7 @@ GPUCOMM_DEVICE GPUCOMM_FORCEINLINE T broadcast_from_leader(G const& g, T value) 
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8);
   if constexpr (group_static_size_v<G> == 1) {
     return value;
-  } else if constexpr (std::is_same_v<std::remove_cvref_t<G>, cooperative_groups::thread_block>) {
+  } else if constexpr (detail::whole_block_v<G>) {
     // One slot per instantiation per CTA. Only whole-CTA groups come here, and a CTA is one group,
     // so no two groups share the slot. The second sync keeps a later broadcast from overwriting the
     // slot before every thread has read it.
@@ -180,5 +192,58 @@ GPUCOMM_DEVICE GPUCOMM_FORCEINLINE T broadcast_from_leader(G const& g, T value) 
 }
 
 #endif  // __CUDACC__
+
+namespace detail {
+/// A group that forwards to the group it wraps: the base of the wrappers below.
+template <group G>
+class group_wrapper {
+ public:
+  using wrapped_group = G;
+  GPUCOMM_HD explicit group_wrapper(G const& g) : g_(g) {}
+
+  static constexpr unsigned static_size = group_static_size_v<G>;
+  GPUCOMM_EXEC_CHECK_DISABLE
+  GPUCOMM_HD unsigned long long num_threads() const { return group_size(g_); }
+  GPUCOMM_EXEC_CHECK_DISABLE
+  GPUCOMM_HD unsigned long long thread_rank() const { return group_rank(g_); }
+  GPUCOMM_EXEC_CHECK_DISABLE
+  GPUCOMM_HD void sync() const { group_sync(g_); }
+  GPUCOMM_EXEC_CHECK_DISABLE
+  template <class T>
+  requires shuffling_group<G> GPUCOMM_HD T shfl(T value, unsigned src_rank)
+  const { return g_.shfl(value, src_rank); }
+
+  /// The group it wraps.
+  GPUCOMM_HD G const& base() const { return g_; }
+
+ private:
+  G g_;
+};
+}  // namespace detail
+
+/// Group g, choosing that a P2PCopy put or get whose local buffer is in global memory goes through
+/// g's own loads and stores: what a call without staging does anyway, but said at the call site.
+/// GPUCOMM_DEBUG builds print a note, once per module, for an unstaged P2PCopy call whose bytes the
+/// bulk-copy unit could have moved with a staging; calls through without_staging print none. Every
+/// transport accepts the group and ignores the choice.
+template <group G>
+class unstaged_group : public detail::group_wrapper<G> {
+ public:
+  using detail::group_wrapper<G>::group_wrapper;
+};
+
+/// g, with the choice of stores for P2PCopy's copies from and to global memory made visible (see
+/// unstaged_group).
+template <group G>
+GPUCOMM_HD unstaged_group<G> without_staging(G const& g) {
+  return unstaged_group<G>(g);
+}
+
+namespace detail {
+template <class G>
+inline constexpr bool is_unstaged_group_v = false;
+template <class G>
+inline constexpr bool is_unstaged_group_v<unstaged_group<G>> = true;
+}  // namespace detail
 
 }  // namespace gpucomm

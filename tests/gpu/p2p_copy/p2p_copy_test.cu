@@ -13,6 +13,8 @@
 //     and gets;
 //   - a policy with the L2 prefetch (BasicP2PCopy<8192, 5, 1, 2>) over the same matrix from
 //     global memory, to 9 stages' worth, and 8 MiB puts and gets;
+//   - every call through gpucomm::without_staging (the group's own stores from global memory, bulk
+//     stores from shared memory) over the matrix, at block and warp scope;
 //   - put_signal rounds around the ring on every group kind, each group with its own staging, the
 //     receiver checking every byte right after its wait_until returns (a missing completion or
 //     proxy fence before the signal shows up as stale bytes).
@@ -58,7 +60,23 @@ __host__ __device__ inline unsigned char job_byte(std::uint64_t salt, int pe, in
   return pattern_byte(salt + static_cast<std::uint64_t>(job) * 1000003u, pe, k);
 }
 
-template <class M, class Policy>
+// Wrappers keep what the group they wrap can do: a whole CTA stays one that broadcasts.
+static_assert(gpucomm::broadcasting_group<gpucomm::unstaged_group<cooperative_groups::thread_block>>);
+static_assert(
+    gpucomm::broadcasting_group<gpucomm::staged_group<cooperative_groups::thread_block, gpucomm::P2PCopy::staging>>);
+static_assert(gpucomm::detail::is_unstaged_group_v<gpucomm::unstaged_group<gpucomm::single_thread>>);
+static_assert(gpucomm::group_static_size_v<gpucomm::unstaged_group<cooperative_groups::thread_block_tile<32>>> == 32);
+
+/// The group a job calls with: M's group with its staging, or (Unstaged) through without_staging.
+template <bool Unstaged, class Staging, class G>
+__device__ auto align_group(G const& made, unsigned index) {
+  if constexpr (Unstaged)
+    return gpucomm::without_staging(made);
+  else
+    return gpucomm::with_staging(made, gpucomm::dynamic_staging<Staging>(index));
+}
+
+template <class M, class Policy, bool Unstaged>
 __global__ void __launch_bounds__(1024) align_kernel(gpucomm::comm<Policy> c, align_args a) {
   auto const made = M::make();
   if (!M::active()) return;
@@ -67,7 +85,7 @@ __global__ void __launch_bounds__(1024) align_kernel(gpucomm::comm<Policy> c, al
   unsigned const per_block = M::per_block();
   // The stagings first in the dynamic shared memory, one per group; the shared-memory regions after them.
   unsigned char* const region = smem + per_block * sizeof(staging) + M::index() * a.smem_region;
-  auto const g = gpucomm::with_staging(made, gpucomm::dynamic_staging<staging>(M::index()));
+  auto const g = align_group<Unstaged, staging>(made, M::index());
   int const job = static_cast<int>(global_group<M>());
   if (job >= a.jobs) return;
   int const me = c.my_pe(), npes = c.npes();
@@ -109,8 +127,9 @@ __global__ void __launch_bounds__(1024) align_kernel(gpucomm::comm<Policy> c, al
   }
 }
 
-/// Runs one size of the alignment matrix for group kind M on policy P; checks every byte.
-template <class M, class P>
+/// Runs one size of the alignment matrix for group kind M on policy P (Unstaged: every call through
+/// without_staging); checks every byte.
+template <class M, class P, bool Unstaged = false>
 void run_align(std::size_t bytes, int op, bool shared_side, unsigned block, std::uint64_t salt, int jobs = 256) {
   auto& w = the_world();
   int const npes = w.npes();
@@ -139,7 +158,7 @@ void run_align(std::size_t bytes, int op, bool shared_side, unsigned block, std:
     fill_bytes(w, pe, dst.ptr(pe).get(), poison_byte, arena);
     fill_bytes(w, pe, sigs.ptr(pe).get(), 0, sigs.size() * sizeof(signal_t));
   }
-  auto kernel = align_kernel<M, P>;
+  auto kernel = align_kernel<M, P, Unstaged>;
   allow_dynamic_smem(w, kernel, smem);
   w.barrier();
   for_each_local_pe(w, [&](int pe) {
@@ -178,10 +197,10 @@ void run_align(std::size_t bytes, int op, bool shared_side, unsigned block, std:
     std::size_t sig_bad = 0;
     for (std::size_t i = 0; i < got_sig.size(); ++i) sig_bad += got_sig[i] != expect_sig[i];
     INFO(M::name << " " << P::name << "<" << P::staging::stage_bytes << "," << P::staging::stages << ","
-                 << P::staging::stores_in_flight << "," << P::prefetch_ahead << "> " << align_op_names[op]
-                 << (shared_side ? " (shared memory side)" : " (global memory)") << ", " << bytes << " B, " << npes
-                 << " PEs, PE " << q << ", first bad byte " << first << " (region " << first / stride << ", offset "
-                 << first % stride << ")");
+                 << P::staging::stores_in_flight << "," << P::prefetch_ahead << ">" << (Unstaged ? " unstaged " : " ")
+                 << align_op_names[op] << (shared_side ? " (shared memory side)" : " (global memory)") << ", " << bytes
+                 << " B, " << npes << " PEs, PE " << q << ", first bad byte " << first << " (region " << first / stride
+                 << ", offset " << first % stride << ")");
     CHECK(bad == 0);
     CHECK(sig_bad == 0);
     CHECK(download(w, q, errors.ptr(q), errors.size())[0] == 0);
@@ -199,10 +218,10 @@ std::vector<std::size_t> edge_sizes(std::size_t stage_bytes, std::size_t largest
   return v;
 }
 
-template <class M, class P>
+template <class M, class P, bool Unstaged = false>
 void align_matrix(bool shared_side, unsigned block, std::size_t largest, std::uint64_t salt) {
   for (std::size_t const bytes : edge_sizes(P::staging::stage_bytes, largest)) {
-    for (int op = 0; op < a_op_count; ++op) run_align<M, P>(bytes, op, shared_side, block, salt++);
+    for (int op = 0; op < a_op_count; ++op) run_align<M, P, Unstaged>(bytes, op, shared_side, block, salt++);
   }
 }
 
@@ -256,6 +275,12 @@ TEST_CASE("P2PCopy with an L2 prefetch two chunks ahead: every misalignment and 
     run_align<mk_block, prefetch_policy>(8 * MiB + 5, op, false, 1024, salt++, 1);  // one job per PE
 }
 
+TEST_CASE("P2PCopy through without_staging: every misalignment and edge size, both memories", "[gpu][p2p][put][get]") {
+  align_matrix<mk_block, gpucomm::P2PCopy, true>(/*shared_side=*/false, 128, 40 * KiB, 8200);
+  align_matrix<mk_block, gpucomm::P2PCopy, true>(/*shared_side=*/true, 128, 40 * KiB, 8300);
+  align_matrix<mk_tile<32>, small_policy, true>(/*shared_side=*/false, 128, 4 * KiB, 8400);
+}
+
 TEST_CASE("sanitize: P2PCopy alignment matrix, a few sizes", "[gpu][p2p][put][get][sanitize]") {
   std::uint64_t salt = 7700;
   for (std::size_t const bytes : {std::size_t{17}, std::size_t{600}, std::size_t{4 * KiB + 3}}) {
@@ -264,9 +289,11 @@ TEST_CASE("sanitize: P2PCopy alignment matrix, a few sizes", "[gpu][p2p][put][ge
       run_align<mk_tile<32>, small_policy>(bytes, op, false, 64, salt++, 16);
     }
   }
-  // The L2 prefetch past the first stages.
-  for (int op = 0; op < a_op_count; ++op)
+  // The L2 prefetch past the first stages, and the wrapped group of without_staging.
+  for (int op = 0; op < a_op_count; ++op) {
     run_align<mk_block, prefetch_policy>(9 * 8 * KiB + 1, op, false, 128, salt++, 4);
+    run_align<mk_block, gpucomm::P2PCopy, true>(4 * KiB + 3, op, false, 128, salt++, 16);
+  }
 }
 
 // ---- put_signal rounds --------------------------------------------------------------------------

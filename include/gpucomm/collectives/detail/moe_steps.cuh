@@ -202,7 +202,7 @@ __device__ void moe_signal_all(comm<Tr> const& c, cg::thread_block const& block,
 }
 
 /// Copies `bytes` (a multiple of 16) from src (this PE's workspace) to dst in r's workspace: a
-/// put_nbi by the warp, or a local copy for this PE.
+/// put_nbi by the warp (its own stores on P2PCopy: no staging here), or a local copy for this PE.
 template <class Tr>
 __device__ GPUCOMM_FORCEINLINE void moe_send(comm<Tr> const& c, moe_warp const& warp, moe_context const& x, int r,
                                              std::byte* dst, std::byte const* src, std::size_t bytes) {
@@ -211,7 +211,7 @@ __device__ GPUCOMM_FORCEINLINE void moe_send(comm<Tr> const& c, moe_warp const& 
   if (r == x.rank)
     copy_vectors(warp, d, s, bytes / 16);
   else
-    c.put_nbi(warp, sym_ptr<uint4>(d), s, bytes / 16, x.v.members.pe_of(r));
+    c.put_nbi(without_staging(warp), sym_ptr<uint4>(d), s, bytes / 16, x.v.members.pe_of(r));
 }
 
 /// Step 1: counters over all T tokens (experts_a, members_a) and over those before t0 (experts_b,

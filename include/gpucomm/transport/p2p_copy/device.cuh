@@ -19,11 +19,13 @@
 //       group's leader pipelines bulk loads into the stages and bulk stores out of them
 //       (detail/bulk_copy.cuh). The group's other threads only copy the unaligned head and tail.
 //   put, src in global memory, no staging: the group's own loads and stores, as NVLinkStore (the
-//       bulk-copy unit cannot copy global to global).
+//       bulk-copy unit cannot copy global to global). Say so with without_staging(g) (staging.cuh):
+//       GPUCOMM_DEBUG builds print a note, once per module, for a call with a plain group whose
+//       bytes a staging would have sent through the bulk-copy unit.
 //   get, dst in shared memory, group given staging: one bulk load from the peer straight into dst
 //       (the staging lends only its first mbarrier).
 //   get, dst in global memory, group given staging: the same pipeline, from the peer into dst.
-//   get, no staging: the group's own loads and stores.
+//   get, no staging: the group's own loads and stores (the same note, the same without_staging).
 // Any size and alignment: the bulk-copy unit needs 16-byte aligned addresses and sizes, so bytes
 // before dst's first 16-byte boundary and after its last go through the group's stores; a copy
 // whose src and dst disagree modulo 16, or whose aligned body is under 512 bytes
@@ -66,6 +68,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <type_traits>
 
 #include "../../comm.cuh"
@@ -84,6 +87,20 @@
 namespace gpucomm {
 
 #if defined(__CUDACC__)
+namespace detail {
+/// The note of an unstaged P2PCopy call (BasicP2PCopy::note_unstaged), printed by the module's first
+/// caller only.
+__device__ GPUCOMM_NOINLINE inline void note_unstaged_p2p_copy(char const* op) {
+  static unsigned noted = 0;
+  if (atomicExch(&noted, 1u) != 0) return;
+  printf(
+      "gpucomm: note: a P2PCopy %s from or to global memory without staging goes through the group's own "
+      "stores (block %d thread %d). Pass with_staging(g, stages) to move it with the bulk-copy unit, or "
+      "without_staging(g) to choose stores; GPUCOMM_DEBUG builds print this once per module.\n",
+      op, blockIdx.x, threadIdx.x);
+}
+}  // namespace detail
+
 /// For threads outside the calling group that wrote a P2PCopy put's shared-memory source: orders
 /// those writes before the bulk-copy unit's reads (fence.proxy.async.shared::cta). Run it after
 /// writing and before the synchronisation (e.g. __syncthreads) that hands the data to the group.
@@ -128,6 +145,7 @@ struct BasicP2PCopy {
     } else if constexpr (detail::is_staged_group_v<G>) {
       copy_staged<PrefetchAhead>(g, to, from, bytes, blocking);
     } else {
+      note_unstaged(g, to, from, bytes, "put");
       detail::group_copy(g, to, from, bytes);
       if (blocking) group_sync(g);
     }
@@ -148,6 +166,7 @@ struct BasicP2PCopy {
       if (is_leader(g)) detail::complete_own_bulk_copies();  // the stores into dst, for g's reads
       group_sync(g);
     } else {
+      note_unstaged(g, to, from, bytes, "get");
       detail::group_copy(g, to, from, bytes);
       group_sync(g);
     }
@@ -247,6 +266,20 @@ struct BasicP2PCopy {
       if (blocking && is_leader(g)) detail::bulk_ptx::wait_group_read<0>();
     }
     if (blocking) group_sync(g);
+  }
+
+  /// GPUCOMM_DEBUG builds: the leader of a call with a plain group (no staging, no
+  /// without_staging) whose body the bulk-copy unit could carry notes the choice of stores.
+  template <group G>
+  __device__ static void note_unstaged(G const& g, void const* to, void const* from, std::size_t bytes,
+                                       char const* op) {
+    if constexpr (GPUCOMM_DEBUG && !detail::is_unstaged_group_v<G>) {
+      if (is_leader(g) &&
+          detail::split_for_bulk(reinterpret_cast<std::uintptr_t>(to), reinterpret_cast<std::uintptr_t>(from), bytes)
+                  .body != 0) {
+        detail::note_unstaged_p2p_copy(op);
+      }
+    }
   }
 
   /// A put (PrefetchAhead of the policy) or get (none: its source is the peer) through g's staging.

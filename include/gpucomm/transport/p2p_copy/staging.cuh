@@ -12,6 +12,7 @@
 //
 // A staged group is a group like any other (every transport accepts it and ignores the stages),
 // so generic code can pass one everywhere. Its threads are g's; it has shfl where g has one.
+// without_staging(g) (group.cuh) says the opposite at the call site: g's own stores.
 
 #include <cstddef>
 #include <cstdint>
@@ -59,30 +60,15 @@ static_assert(scratch_storage<p2p_staging<256, 2>>, "p2p_staging is per-group sc
 /// Group g with P2PCopy staging. Every thread of g passes the same storage, and no other group uses
 /// it while g's call runs.
 template <group G, class Staging>
-class staged_group {
+class staged_group : public detail::group_wrapper<G> {
  public:
   using staging_type = Staging;
-  GPUCOMM_HD staged_group(G const& g, Staging& storage) : g_(g), storage_(&storage) {}
+  GPUCOMM_HD staged_group(G const& g, Staging& storage) : detail::group_wrapper<G>(g), storage_(&storage) {}
 
-  static constexpr unsigned static_size = group_static_size_v<G>;
-  GPUCOMM_EXEC_CHECK_DISABLE
-  GPUCOMM_HD unsigned long long num_threads() const { return group_size(g_); }
-  GPUCOMM_EXEC_CHECK_DISABLE
-  GPUCOMM_HD unsigned long long thread_rank() const { return group_rank(g_); }
-  GPUCOMM_EXEC_CHECK_DISABLE
-  GPUCOMM_HD void sync() const { group_sync(g_); }
-  GPUCOMM_EXEC_CHECK_DISABLE
-  template <class T>
-  requires shuffling_group<G> GPUCOMM_HD T shfl(T value, unsigned src_rank)
-  const { return g_.shfl(value, src_rank); }
-
-  /// The group it wraps.
-  GPUCOMM_HD G const& base() const { return g_; }
   /// The stages.
   GPUCOMM_HD Staging& staging() const { return *storage_; }
 
  private:
-  G g_;
   Staging* storage_;
 };
 
