@@ -24,8 +24,8 @@ racecheck=(compute-sanitizer --tool racecheck)
 
 # hazards LOG: "TOTAL KNOWN DISPLAYED" for the log's hazard reports (racecheck_hazards.py: a report
 # is of the known kind when every access in it is a write by a bulk load from global into shared
-# memory, told by the instruction at the reported offset of the kernel's SASS, or by libcu++'s
-# cp_async_bulk overload when racecheck names that frame).
+# memory, told by the instruction at the reported offset of the kernel's SASS, or by the frame
+# racecheck names: gpucomm's bulk_ptx::load, or libcu++'s cp_async_bulk overload for that copy).
 hazards() { python3 "$(dirname "$0")/racecheck_hazards.py" "$1" "$binary"; }
 
 "${racecheck[@]}" "$binary" "[racecheck-probe-reinit]" >"$work/probe-reinit.log" 2>&1

@@ -6,9 +6,11 @@ memory that completes on an mbarrier.
     racecheck_hazards.py LOG BINARY   ->   prints "TOTAL KNOWN DISPLAYED"
 
 A report is an "Error:"/"Warning:" "Race reported between <access>" line and its "and <access>"
-lines. racecheck names an access either by the inlined libcu++ frame (cuda::ptx::cp_async_bulk,
-whose overload then says what it is: destination shared memory, source global memory, last
-parameter the mbarrier) or by the kernel and an offset; which one varies from run to run. For the
+lines. racecheck names an access either by the inlined frame that issued it or by the kernel and an
+offset; which one varies from run to run. The frames that are such a load: gpucomm's own
+gpucomm::detail::bulk_ptx::load (include/gpucomm/detail/bulk_ptx.cuh: exactly one
+cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes), and libcu++'s cuda::ptx::cp_async_bulk
+overload for shared destination, global source and an mbarrier (code built on <cuda/ptx>). For the
 second, the instruction at that offset of that kernel's SASS (cuobjdump -sass BINARY, demangled
 with cu++filt) must be a bulk copy from global to shared memory (UBLKCP.S.G on sm_90).
 DISPLAYED is the count in racecheck's own summary line (-1 if missing), so a change of format
@@ -23,6 +25,7 @@ ACCESS = re.compile(r"(?:Race reported between|and) (Read|Write) access at (.*)\
 LIBCU_BULK_LOAD = re.compile(
     r"cuda::ptx::\S*cp_async_bulk<void>\(.*dot_space\)2>, .*dot_space\)0>, void \*, const void \*, "
     r"const unsigned int &, unsigned long \*\)$")
+OWN_BULK_LOAD = re.compile(r"gpucomm::detail::bulk_ptx::load\(void \*, const void \*, unsigned int, unsigned long \*\)$")
 
 
 def clone_kernel(name):
@@ -100,7 +103,7 @@ def main():
         for kind, where, offset in accesses:
             if kind != "Write":
                 ok = False
-            elif LIBCU_BULK_LOAD.search(where):
+            elif OWN_BULK_LOAD.search(where) or LIBCU_BULK_LOAD.search(where):
                 continue
             else:
                 if loads is None:
