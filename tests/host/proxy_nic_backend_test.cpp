@@ -3,8 +3,8 @@
 // key table the backend looks keys up in), host memory for two PEs' heaps, each heap two blocks.
 // Every command kind end to end (data, signals, every atomic on 32- and 64-bit words with the
 // fetched value), refusals (outside the heap, across two blocks), an error completion and the
-// queue it leaves in error, and dropped doorbells (the backend rings again). The expected values
-// are computed here, not by the model.
+// queue it leaves in error, dropped doorbells (the backend rings again), and one doorbell per queue
+// for a pass of many commands. The expected values are computed here, not by the model.
 #include <catch2/catch.hpp>
 
 #include <gpucomm/transport/proxy_queue/detail/nic_backend.hpp>
@@ -127,8 +127,15 @@ struct two_pes {
     return *reinterpret_cast<T*>(heap[pe].get() + offset);
   }
 
-  /// Issues c from PE `pe` as ticket t; true when it completed at once.
+  /// Issues c from PE `pe` as ticket t, as a pass of one command (then mark(), which rings); true
+  /// when it completed at once.
   bool issue(int pe, command const& c, std::uint64_t t) {
+    bool const now = issue_unrung(pe, c, t);
+    backend[pe]->mark();
+    return now;
+  }
+  /// The same without the end of the pass: the WQEs wait for the next mark() (or the ring step).
+  bool issue_unrung(int pe, command const& c, std::uint64_t t) {
     bool const now = backend[pe]->issue(c, t);
     if (now) done[pe].insert(t);
     return now;
@@ -434,6 +441,43 @@ TEST_CASE("ProxyQueue NIC backend: dropped and delayed doorbells, slow completio
   for (std::uint64_t t = 20; t < 64; ++t) REQUIRE(p.wait(0, t));
   CHECK(std::memcmp(p.heap[1].get() + 8192, p.heap[0].get(), 4096) == 0);
   CHECK(p.net.data_path().stats().doorbells_dropped > 0);
+  std::uint64_t count = 0;
+  CHECK_FALSE(p.failures.take(count).has_value());
+}
+
+TEST_CASE("ProxyQueue NIC backend: a pass of many commands rings each queue once", "[proxy][nic]") {
+  two_pes p;
+  std::mt19937_64 rng(11);
+  for (std::size_t k = 0; k < 2048; ++k) p.at<unsigned char>(0, k) = static_cast<unsigned char>(rng());
+  // What PE 0's queue to `peer` has published (ready) and announced to the NIC (producer).
+  auto const counters = [&](int peer) {
+    gpucomm::verbs_gpu::qp_counters& c = *p.qps[0][static_cast<std::size_t>(peer)]->send_queue().counters;
+    return std::pair<std::uint64_t, std::uint64_t>{
+        gpucomm::verbs_gpu::detail::dev_ref(c.ready).load(cuda::memory_order_acquire),
+        gpucomm::verbs_gpu::detail::dev_ref(c.producer).load(cuda::memory_order_acquire)};
+  };
+  auto const start = counters(1), start_self = counters(0);
+  // 20 puts to PE 1 and 10 to PE 0 itself (two queues), one WQEBB each: under the send queue's ring
+  // step (32), so nothing is announced before mark().
+  constexpr int to_peer = 20, to_self = 10;
+  std::uint64_t ticket = 0;
+  for (int k = 0; k < to_peer; ++k)
+    REQUIRE_FALSE(
+        p.issue_unrung(0, make(command_op::put, 1, p.addr(0, 8192 + 64 * k), p.addr(0, 64 * k), 64), ticket++));
+  for (int k = 0; k < to_self; ++k)
+    REQUIRE_FALSE(
+        p.issue_unrung(0, make(command_op::put, 0, p.addr(0, 16384 + 64 * k), p.addr(0, 1024 + 64 * k), 64), ticket++));
+  auto const issued = counters(1), issued_self = counters(0);
+  CHECK(issued.first == start.first + to_peer);  // published
+  CHECK(issued.second == start.second);          // not announced: no doorbell yet
+  CHECK(issued_self.first == start_self.first + to_self);
+  CHECK(issued_self.second == start_self.second);
+  p.backend[0]->mark();  // the end of the pass: one doorbell per queue announces all of them
+  CHECK(counters(1).second == issued.first);
+  CHECK(counters(0).second == issued_self.first);
+  for (std::uint64_t t = 0; t < ticket; ++t) REQUIRE(p.wait(0, t));
+  CHECK(std::memcmp(p.heap[1].get() + 8192, p.heap[0].get(), 64 * to_peer) == 0);
+  CHECK(std::memcmp(p.heap[0].get() + 16384, p.heap[0].get() + 1024, 64 * to_self) == 0);
   std::uint64_t count = 0;
   CHECK_FALSE(p.failures.take(count).has_value());
 }

@@ -22,6 +22,11 @@
 // page. Local buffers and targets must lie in one live block of the PE's symmetric heap, which is
 // all the NIC has registered: anything else is refused and recorded, never posted.
 //
+// Doorbells: issue() writes a command's WQEs and publishes them without ringing (the send queue's
+// defer_doorbell; it rings by itself once ring_step WQEBBs are unannounced); mark(), which the proxy
+// thread calls after each batch of commands it read, rings every queue that has WQEs unannounced:
+// one doorbell per queue per pass, however many commands the pass carried.
+//
 // Completion: each command's last WQE asks for a CQE; a command is complete once the QP's
 // consumer index (send_queue.cuh, advanced from the CQ) passes it; RC completes in order. A get's
 // data and an atomic's fetched value are written into GPU memory by the NIC and the CQE into host
@@ -144,6 +149,18 @@ class nic_backend {
     return false;
   }
 
+  /// After a batch of issue()s: one doorbell for each queue whose WQEs are not announced yet. This
+  /// thread alone posts, so after its own publish it holds each queue's ticket.
+  void mark() {
+    for (auto const& q : queues_) {
+      verbs_gpu::send_queue const& sq = q->sq;
+      // Relaxed: only this thread writes either counter.
+      std::uint64_t const end = verbs_gpu::detail::dev_ref(sq.counters->ready).load(cuda::memory_order_relaxed);
+      if (verbs_gpu::detail::dev_ref(sq.counters->producer).load(cuda::memory_order_relaxed) < end)
+        sq.ring_doorbell(end);
+    }
+  }
+
   /// Commands posted and not yet complete.
   bool busy() const {
     for (auto const& q : queues_)
@@ -255,8 +272,9 @@ class nic_backend {
         if (write) return verbs_gpu::build_rdma_write(s, local(c.src + at, len), remote(c.pe, c.dst + at));
         return verbs_gpu::build_rdma_read(s, local(c.dst + at, len), remote(c.pe, c.src + at));
       };
-      if (!posted(q, c, ticket,
-                  q.sq.post(verbs_gpu::detail::one_thread{}, 1, n, build, verbs_gpu::post_flags::none, &last))) {
+      if (!posted(
+              q, c, ticket,
+              q.sq.post(verbs_gpu::detail::one_thread{}, 1, n, build, verbs_gpu::post_flags::defer_doorbell, &last))) {
         return false;
       }
       last += n - 1;  // post() gave the batch's first WQE
@@ -271,7 +289,7 @@ class nic_backend {
     };
     return posted(q, c, ticket,
                   q.sq.post(verbs_gpu::detail::one_thread{}, nic_signal_wqebbs(op), 1, build,
-                            verbs_gpu::post_flags::fence, &last));
+                            verbs_gpu::post_flags::fence | verbs_gpu::post_flags::defer_doorbell, &last));
   }
 
   bool post_atomic(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last) {
@@ -286,7 +304,7 @@ class nic_backend {
     };
     return posted(q, c, ticket,
                   q.sq.post(verbs_gpu::detail::one_thread{}, nic_atomic_wqebbs(op, bytes), 1, build,
-                            verbs_gpu::post_flags::none, &last));
+                            verbs_gpu::post_flags::defer_doorbell, &last));
   }
 
   /// Whether a post went through; if not, the command is recorded as failed.
