@@ -153,8 +153,8 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE void group_sync(G const& g) {
 
 #if defined(__CUDACC__)
 namespace detail {
-/// Whether G is a whole CTA: cooperative_groups::thread_block, or a wrapper of one (a group type
-/// naming the group it wraps as `wrapped_group`, as with_staging's and without_staging's do).
+/// Whether G is a whole CTA: cooperative_groups::thread_block, or a group type that passes one on
+/// unchanged and says so by naming it `wrapped_group` (without_staging's, below).
 template <class G>
 inline constexpr bool whole_block_v = std::is_same_v<std::remove_cvref_t<G>, cooperative_groups::thread_block>;
 template <class G>
@@ -198,7 +198,6 @@ namespace detail {
 template <group G>
 class group_wrapper {
  public:
-  using wrapped_group = G;
   GPUCOMM_HD explicit group_wrapper(G const& g) : g_(g) {}
 
   static constexpr unsigned static_size = group_static_size_v<G>;
@@ -229,6 +228,8 @@ class group_wrapper {
 template <group G>
 class unstaged_group : public detail::group_wrapper<G> {
  public:
+  /// g itself, passed on unchanged: a whole CTA stays one that broadcasts (detail::whole_block_v).
+  using wrapped_group = G;
   using detail::group_wrapper<G>::group_wrapper;
 };
 

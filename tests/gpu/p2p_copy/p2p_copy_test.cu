@@ -60,10 +60,8 @@ __host__ __device__ inline unsigned char job_byte(std::uint64_t salt, int pe, in
   return pattern_byte(salt + static_cast<std::uint64_t>(job) * 1000003u, pe, k);
 }
 
-// Wrappers keep what the group they wrap can do: a whole CTA stays one that broadcasts.
+// without_staging keeps what the group it wraps can do: a whole CTA stays one that broadcasts.
 static_assert(gpucomm::broadcasting_group<gpucomm::unstaged_group<cooperative_groups::thread_block>>);
-static_assert(
-    gpucomm::broadcasting_group<gpucomm::staged_group<cooperative_groups::thread_block, gpucomm::P2PCopy::staging>>);
 static_assert(gpucomm::detail::is_unstaged_group_v<gpucomm::unstaged_group<gpucomm::single_thread>>);
 static_assert(gpucomm::group_static_size_v<gpucomm::unstaged_group<cooperative_groups::thread_block_tile<32>>> == 32);
 
