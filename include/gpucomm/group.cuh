@@ -194,7 +194,8 @@ GPUCOMM_DEVICE GPUCOMM_FORCEINLINE T broadcast_from_leader(G const& g, T value) 
 #endif  // __CUDACC__
 
 namespace detail {
-/// A group that forwards to the group it wraps: the base of the wrappers below.
+/// A group that forwards to the group it wraps: the base of the group wrappers (without_staging's
+/// below, with_staging's in transport/p2p_copy/staging.cuh, with_scratch's in scratch.hpp).
 template <group G>
 class group_wrapper {
  public:

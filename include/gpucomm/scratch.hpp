@@ -54,17 +54,9 @@ static_assert(scratch_storage<broadcast_scratch> && sizeof(broadcast_scratch) ==
 /// (it has shfl) whatever g is. Every thread of g must pass the same storage, and no other group
 /// may use it while g does.
 template <group G>
-class scratch_group {
+class scratch_group : public detail::group_wrapper<G> {
  public:
-  GPUCOMM_HD scratch_group(G const& g, broadcast_scratch& storage) : g_(g), storage_(&storage) {}
-
-  static constexpr unsigned static_size = group_static_size_v<G>;
-  GPUCOMM_EXEC_CHECK_DISABLE
-  GPUCOMM_HD unsigned long long num_threads() const { return group_size(g_); }
-  GPUCOMM_EXEC_CHECK_DISABLE
-  GPUCOMM_HD unsigned long long thread_rank() const { return group_rank(g_); }
-  GPUCOMM_EXEC_CHECK_DISABLE
-  GPUCOMM_HD void sync() const { group_sync(g_); }
+  GPUCOMM_HD scratch_group(G const& g, broadcast_scratch& storage) : detail::group_wrapper<G>(g), storage_(&storage) {}
 
   /// The value `src_rank` passed, returned to every thread. Two syncs: the first makes the write
   /// visible to the group (CTA scope), the second keeps a later call from overwriting the slot
@@ -74,19 +66,15 @@ class scratch_group {
   GPUCOMM_HD T shfl(T value, unsigned src_rank) const {
     static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(broadcast_scratch),
                   "gpucomm: with_scratch passes values of at most 8 bytes");
-    if (group_rank(g_) == src_rank) std::memcpy(storage_->bytes, &value, sizeof(T));
-    group_sync(g_);
+    if (group_rank(this->base()) == src_rank) std::memcpy(storage_->bytes, &value, sizeof(T));
+    group_sync(this->base());
     T out;
     std::memcpy(&out, storage_->bytes, sizeof(T));
-    group_sync(g_);
+    group_sync(this->base());
     return out;
   }
 
-  /// The group it wraps.
-  GPUCOMM_HD G const& base() const { return g_; }
-
  private:
-  G g_;
   broadcast_scratch* storage_;
 };
 
