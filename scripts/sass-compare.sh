@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compare the SASS of gpucomm's benchmark kernels between two revisions, so that a refactor of the
 # library can show that it left the hot paths alone (or exactly where it did not):
-#   scripts/sass-compare.sh [--out FILE] [--keep] [--max-diff-lines N] [-j N] BASE_REV [NEW_REV]
+#   scripts/sass-compare.sh [--out FILE] [--keep] [--max-diff-lines N] [-j N]
+#                           [--rename-new REGEX=REPLACEMENT ...] BASE_REV [NEW_REV]
 # NEW_REV defaults to the working tree as it is (uncommitted changes and untracked files included),
 # built from the repository root into a build folder of its own. A committed revision is built from a
 # temporary git worktree, removed on exit. Each side: CMake (Ninja, Release, sm_90, tests, examples
@@ -9,7 +10,8 @@
 # GPUCOMM_DEBUG=0), then `cuobjdump -sass`. scripts/sass_compare.py splits the listings per kernel,
 # matches kernels by translation unit and mangled name and classifies each one: identical, same
 # after renumbering constant-bank offsets (the parameter layout moved: c[0x0][0x...] differ only),
-# differs (with a diff of the normalized SASS), or present on one side only.
+# differs (with a diff of the normalized SASS), or present on one side only. --rename-new rewrites
+# the new side's mangled names first (sass_compare.py says when), and the report lists it.
 # Writes a markdown report (default ./sass-compare.md) and prints a one-line summary on stdout;
 # progress goes to stderr. --keep leaves the build folders and the SASS listings in the temporary
 # folder it names. Needs cuobjdump and nvdisasm: from beside nvcc, from PATH, or from the PyPI
@@ -25,6 +27,7 @@ usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' 
 out=sass-compare.md
 keep=0
 max_diff_lines=200
+renames=()
 jobs=$(nproc 2>/dev/null || echo 2)
 revs=()
 while [ $# -gt 0 ]; do
@@ -33,6 +36,7 @@ while [ $# -gt 0 ]; do
     --out=*) out=${1#--out=} ;;
     --keep) keep=1 ;;
     --max-diff-lines) max_diff_lines=$2; shift ;;
+    --rename-new) renames+=(--rename-new "$2"); shift ;;
     -j) jobs=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -187,5 +191,5 @@ build_and_dump base "$base_src"
 
 python3 "$here/sass_compare.py" --base "$work/base.sass" --new "$work/new.sass" \
   --base-root "$base_src" --new-root "$new_src" --base-label "$base_label" --new-label "$new_label" \
-  --header "$header" --out "$out" --max-diff-lines "$max_diff_lines"
+  --header "$header" --out "$out" --max-diff-lines "$max_diff_lines" "${renames[@]}"
 say "report: $out"

@@ -5,7 +5,7 @@ The SASS half of scripts/sass-compare.sh (which builds the two revisions and dum
 also be run on its own:
   scripts/sass_compare.py --base base.sass --new new.sass [--base-root DIR] [--new-root DIR]
                           [--base-label TEXT] [--new-label TEXT] [--header FILE] [--out FILE]
-                          [--max-diff-lines N]
+                          [--max-diff-lines N] [--rename-new REGEX=REPLACEMENT ...]
 Prints one summary line on stdout. Standard library only (c++filt is used for names when present).
 
 Normalization, so that equal code compares equal whatever moved around it:
@@ -17,6 +17,9 @@ Normalization, so that equal code compares equal whatever moved around it:
     pc-relative base becomes `-pc`;
   * kernels are matched by (translation unit, mangled name), the anonymous-namespace tag that nvcc
     derives from the source path (_GLOBAL__N__<hash>_<n>_bw_cu_<hash>_<n>) replaced by a fixed one.
+--rename-new rewrites the new side's mangled names (Python re.sub) before they are matched, for a
+change that renames kernels without changing them: a template parameter added with a default gives
+every kernel that names the template a longer mangled name. The report lists the rewrites.
 Classes: identical; same after renumbering constant-bank offsets (equal once every c[0x0][0x...]
 operand is a placeholder: the kernel's parameter layout moved); differs.
 """
@@ -242,10 +245,29 @@ def main() -> int:
     ap.add_argument("--header", type=Path, help="markdown put under the title (revisions, toolchain)")
     ap.add_argument("--out", type=Path, default=Path("sass-compare.md"))
     ap.add_argument("--max-diff-lines", type=int, default=200, help="per kernel, in the report")
+    ap.add_argument("--rename-new", action="append", default=[], metavar="REGEX=REPLACEMENT",
+                    help="rewrite the new side's mangled names before matching (repeatable)")
     args = ap.parse_args()
 
     base = parse(args.base, args.base_root)
     new = parse(args.new, args.new_root)
+    renames = []
+    for r in args.rename_new:
+        rx, sep, rep = r.partition("=")
+        if not sep or not rx:
+            print(f"--rename-new takes REGEX=REPLACEMENT, not {r!r}", file=sys.stderr)
+            return 2
+        renames.append((re.compile(rx), rep))
+    if renames:
+        renamed = {}
+        for (tu, name), kernel in new.items():
+            for rx, rep in renames:
+                name = rx.sub(rep, name)
+            if (tu, name) in renamed:
+                print(f"--rename-new maps two kernels of {tu} to {name}", file=sys.stderr)
+                return 2
+            renamed[(tu, name)] = kernel
+        new = renamed
     if not base or not new:
         print(f"no kernels found in {args.base if not base else args.new}", file=sys.stderr)
         return 1
@@ -298,6 +320,11 @@ def main() -> int:
     out = ["# SASS comparison of the gpucomm benchmark kernels", ""]
     if args.header and args.header.exists():
         out += [args.header.read_text().rstrip(), ""]
+    if args.rename_new:
+        out += ["The new side's mangled names were rewritten before matching (the kernels named in the "
+                "table are the base's names):", ""]
+        out += [f"- `{md_escape(r)}`" for r in args.rename_new]
+        out.append("")
     out += [f"**Summary:** {summary}", "",
             "Instruction counts leave out the trailing padding (the BRA to self and the NOPs). Kernels are "
             "matched by translation unit and mangled name. Normalized SASS: no addresses or encodings, "
