@@ -19,7 +19,7 @@
 //       group's leader pipelines bulk loads into the stages and bulk stores out of them
 //       (detail/bulk_copy.cuh). The group's other threads only copy the unaligned head and tail.
 //   put, src in global memory, no staging: the group's own loads and stores, as NVLinkStore (the
-//       bulk-copy unit cannot copy global to global). Say so with without_staging(g) (staging.cuh):
+//       bulk-copy unit cannot copy global to global). Say so with without_staging(g) (group.cuh):
 //       GPUCOMM_DEBUG builds print a note, once per module, for a call with a plain group whose
 //       bytes a staging would have sent through the bulk-copy unit.
 //   get, dst in shared memory, group given staging: one bulk load from the peer straight into dst
@@ -108,8 +108,9 @@ __device__ GPUCOMM_FORCEINLINE void publish_for_bulk_copy() { detail::fence_shar
 #endif
 
 /// The bulk-copy transport; StageBytes, Stages and StoresInFlight shape `staging`, the shared memory
-/// a put from global memory is pipelined through (see staging.cuh). Why the defaults are what they
-/// are: docs/guide/p2p_copy.md, "Why the default staging".
+/// a put from global memory is pipelined through (see staging.cuh), and PrefetchAhead is how many
+/// chunks ahead of its loads such a put asks L2 to prefetch its source (0: none). Why the defaults
+/// are what they are: docs/guide/p2p_copy.md, "Why the default staging" and "Why no L2 prefetch".
 template <std::size_t StageBytes = 8192, unsigned Stages = 5, unsigned StoresInFlight = default_stores_in_flight,
           unsigned PrefetchAhead = default_prefetch_ahead>
 struct BasicP2PCopy {
