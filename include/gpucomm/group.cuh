@@ -151,15 +151,19 @@ GPUCOMM_HD GPUCOMM_FORCEINLINE void group_sync(G const& g) {
   }
 }
 
+template <group G>
+class unstaged_group;
+
 #if defined(__CUDACC__)
 namespace detail {
-/// Whether G is a whole CTA: cooperative_groups::thread_block, or a group type that passes one on
-/// unchanged and says so by naming it `wrapped_group` (without_staging's, below).
+/// Whether G is a whole CTA: cooperative_groups::thread_block, or one passed through
+/// without_staging (below), which keeps it whole.
 template <class G>
-inline constexpr bool whole_block_v = std::is_same_v<std::remove_cvref_t<G>, cooperative_groups::thread_block>;
+inline constexpr bool whole_block = std::is_same_v<G, cooperative_groups::thread_block>;
 template <class G>
-requires requires { typename std::remove_cvref_t<G>::wrapped_group; }
-inline constexpr bool whole_block_v<G> = whole_block_v<typename std::remove_cvref_t<G>::wrapped_group>;
+inline constexpr bool whole_block<unstaged_group<G>> = whole_block<G>;
+template <class G>
+inline constexpr bool whole_block_v = whole_block<std::remove_cvref_t<G>>;
 }  // namespace detail
 
 /// True when the type can hand a value from one of its threads to all of them.
@@ -221,16 +225,15 @@ class group_wrapper {
 };
 }  // namespace detail
 
-/// Group g, choosing that a P2PCopy put or get whose local buffer is in global memory goes through
-/// g's own loads and stores: what a call without staging does anyway, but said at the call site.
-/// GPUCOMM_DEBUG builds print a note, once per module, for an unstaged P2PCopy call whose bytes the
-/// bulk-copy unit could have moved with a staging; calls through without_staging print none. Every
-/// transport accepts the group and ignores the choice.
+/// Group g, choosing that a P2PCopy put from global memory, or any get, goes through g's own loads
+/// and stores: what a call without staging does anyway, but said at the call site. GPUCOMM_DEBUG
+/// builds print a note, once per module, for an unstaged P2PCopy call whose bytes the bulk-copy unit
+/// could have moved with a staging; calls through without_staging print none. Every transport
+/// accepts the group and ignores the choice; a whole CTA stays one that broadcasts. Wrapping a
+/// group that carries a staging (with_staging) drops the staging.
 template <group G>
 class unstaged_group : public detail::group_wrapper<G> {
  public:
-  /// g itself, passed on unchanged: a whole CTA stays one that broadcasts (detail::whole_block_v).
-  using wrapped_group = G;
   using detail::group_wrapper<G>::group_wrapper;
 };
 
@@ -246,6 +249,16 @@ template <class G>
 inline constexpr bool is_unstaged_group_v = false;
 template <class G>
 inline constexpr bool is_unstaged_group_v<unstaged_group<G>> = true;
+
+/// g as the library's own calls without a staging pass it: through without_staging, unless g
+/// carries a staging of its caller's (with_staging), which the call then uses.
+template <group G>
+GPUCOMM_HD auto unless_staged(G const& g) {
+  if constexpr (requires { g.staging(); })
+    return g;
+  else
+    return without_staging(g);
+}
 }  // namespace detail
 
 }  // namespace gpucomm

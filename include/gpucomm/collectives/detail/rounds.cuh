@@ -215,7 +215,7 @@ __device__ std::uint64_t run_round(comm<Tr> const& c, G const& g, round_context 
     int const r = x.peer_after(k);
     round_send<T> const s = send(r);
     if (s.count > 0)
-      c.put_signal_nbi(without_staging(g), my_block, s.src, s.count, my_flag, round, signal_op::set,
+      c.put_signal_nbi(unless_staged(g), my_block, s.src, s.count, my_flag, round, signal_op::set,
                        x.ws.members.pe_of(r));
   }
   c.quiet(g);
