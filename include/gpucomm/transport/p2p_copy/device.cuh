@@ -66,6 +66,8 @@
 // Atomicity domain: NVLink/GPU atomics, the same as NVLinkStore's, so the two mix on one word
 // (route may carry a PE's atomics by either). They do not mix with NIC atomics.
 
+#include <cuda/atomic>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -92,7 +94,9 @@ namespace detail {
 /// caller only.
 __device__ GPUCOMM_NOINLINE inline void note_unstaged_p2p_copy(char const* op) {
   static unsigned noted = 0;
-  if (atomicExch(&noted, 1u) != 0) return;
+  cuda::atomic_ref<unsigned, cuda::thread_scope_device> const once(noted);
+  // Relaxed: a flag, ordering nothing; the read first keeps later callers off the exchange.
+  if (once.load(cuda::memory_order_relaxed) != 0 || once.exchange(1u, cuda::memory_order_relaxed) != 0) return;
   printf(
       "gpucomm: note: a P2PCopy %s from or to global memory without staging goes through the group's own "
       "stores (block %d thread %d). Pass with_staging(g, stages) to move it with the bulk-copy unit, or "
