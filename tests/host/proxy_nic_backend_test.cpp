@@ -3,8 +3,8 @@
 // key table the backend looks keys up in), host memory for two PEs' heaps, each heap two blocks.
 // Every command kind end to end (data, signals, every atomic on 32- and 64-bit words with the
 // fetched value), refusals (outside the heap, across two blocks), an error completion and the
-// queue it leaves in error, dropped doorbells (the backend rings again), and one doorbell per queue
-// for a pass of many commands. The expected values are computed here, not by the model.
+// queue it leaves in error, dropped doorbells (the backend rings again), and a pass of many
+// commands announced to the NIC only at its end (mark()). The expected values are computed here, not by the model.
 #include <catch2/catch.hpp>
 
 #include <gpucomm/transport/proxy_queue/detail/nic_backend.hpp>
@@ -445,7 +445,7 @@ TEST_CASE("ProxyQueue NIC backend: dropped and delayed doorbells, slow completio
   CHECK_FALSE(p.failures.take(count).has_value());
 }
 
-TEST_CASE("ProxyQueue NIC backend: a pass of many commands rings each queue once", "[proxy][nic]") {
+TEST_CASE("ProxyQueue NIC backend: a pass announces nothing until its end, then all of it", "[proxy][nic]") {
   two_pes p;
   std::mt19937_64 rng(11);
   for (std::size_t k = 0; k < 2048; ++k) p.at<unsigned char>(0, k) = static_cast<unsigned char>(rng());

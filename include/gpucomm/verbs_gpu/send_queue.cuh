@@ -15,7 +15,8 @@
 //
 // Batching policy: a group's batch rings at its end unless it passes post_flags::defer_doorbell;
 // a deferred batch rings anyway once `ring_step` WQEBBs are unannounced. Every later ring covers
-// earlier deferred WQEs. The last WQE of each batch asks for a CQE unless post_flags::unsignaled.
+// earlier deferred WQEs; a queue's sole poster may also ring for them (announce_published). The last WQE of each batch
+// asks for a CQE unless post_flags::unsignaled.
 //
 // Because the ticket orders every doorbell, the doorbell record never goes backwards and no lock
 // or atomicMax is needed (cf. rocSHMEM's sq_db_touched ticket; NVSHMEM uses a lock instead).
@@ -221,6 +222,15 @@ struct send_queue {
     // ring, so the group's WQE stores (ordered before this by the group sync) are released too.
     detail::dev_ref(counters->ready).store(end, cuda::memory_order_release);
     return status::ok;
+  }
+
+  /// For a queue with one poster (a host proxy): announces, with one doorbell, every WQEBB published
+  /// and not yet announced (its deferred batches). After its own publish the sole poster holds the
+  /// ticket (ready is its next base), as ring_doorbell requires.
+  GPUCOMM_HD GPUCOMM_FORCEINLINE void announce_published() const noexcept {
+    // Relaxed: the sole poster wrote both counters itself.
+    std::uint64_t const end = detail::dev_ref(counters->ready).load(cuda::memory_order_relaxed);
+    if (detail::dev_ref(counters->producer).load(cuda::memory_order_relaxed) < end) ring_doorbell(end);
   }
 
   /// Whether the batch starting at `base` is next to publish (its publisher holds the ticket).

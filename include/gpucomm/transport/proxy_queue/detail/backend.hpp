@@ -6,7 +6,8 @@
 // A ring holds its backends in order; each command goes to the first that takes() it. Per pass:
 //   issue(c, ticket)   carries the command out or starts it; true when it is complete already
 //                      (nothing to wait for, or refused and recorded in the proxy's failures);
-//   mark()             after a batch of issue()s (the copy engines' completion markers);
+//   mark()             after a batch of issue()s (the copy engines' completion markers, the NIC
+//                      backend's one doorbell per queue);
 //   busy()             whether anything issued has not completed;
 //   polls_always()     whether poll() must run on every pass, busy or not: an engine that serves
 //                      its peers' requests, and receives their data, only inside its progress;

@@ -152,13 +152,7 @@ class nic_backend {
   /// After a batch of issue()s: one doorbell for each queue whose WQEs are not announced yet. This
   /// thread alone posts, so after its own publish it holds each queue's ticket.
   void mark() {
-    for (auto const& q : queues_) {
-      verbs_gpu::send_queue const& sq = q->sq;
-      // Relaxed: only this thread writes either counter.
-      std::uint64_t const end = verbs_gpu::detail::dev_ref(sq.counters->ready).load(cuda::memory_order_relaxed);
-      if (verbs_gpu::detail::dev_ref(sq.counters->producer).load(cuda::memory_order_relaxed) < end)
-        sq.ring_doorbell(end);
-    }
+    for (auto const& q : queues_) q->sq.announce_published();
   }
 
   /// Commands posted and not yet complete.

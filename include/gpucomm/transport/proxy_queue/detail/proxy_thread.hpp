@@ -6,7 +6,8 @@
 // One pass over a ring:
 //   1. read up to `batch` published commands in ticket order: copy each out of its slot, free the
 //      slot (reader steps 1-3 of command_ring.cuh), and issue it to its backend;
-//   2. after a batch, every backend's mark() (the copy engines' completion markers);
+//   2. after a batch, every backend's mark() (the copy engines' completion markers, the NIC
+//      backend's doorbells);
 //   3. collect finished tickets (poll(): of every backend that is busy, and of those that must be
 //      polled on every pass) into the completion window, and publish its low-water mark as the
 //      ring's `completed` (reader step 4) when it moved.
