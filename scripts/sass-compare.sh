@@ -37,6 +37,7 @@ while [ $# -gt 0 ]; do
     --keep) keep=1 ;;
     --max-diff-lines) max_diff_lines=$2; shift ;;
     --rename-new) renames+=(--rename-new "$2"); shift ;;
+    --rename-new=*) renames+=(--rename-new "${1#--rename-new=}") ;;
     -j) jobs=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "unknown option $1 (see --help)" >&2; exit 2 ;;

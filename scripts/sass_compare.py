@@ -253,7 +253,7 @@ def main() -> int:
     new = parse(args.new, args.new_root)
     renames = []
     for r in args.rename_new:
-        rx, sep, rep = r.partition("=")
+        rx, sep, rep = r.rpartition("=")
         if not sep or not rx:
             print(f"--rename-new takes REGEX=REPLACEMENT, not {r!r}", file=sys.stderr)
             return 2
