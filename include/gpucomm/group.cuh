@@ -249,12 +249,15 @@ template <class G>
 inline constexpr bool is_unstaged_group_v = false;
 template <class G>
 inline constexpr bool is_unstaged_group_v<unstaged_group<G>> = true;
+/// Whether G carries P2PCopy staging (with_staging's group: transport/p2p_copy/staging.cuh).
+template <class G>
+inline constexpr bool is_staged_group_v = false;
 
 /// g as the library's own calls without a staging pass it: through without_staging, unless g
 /// carries a staging of its caller's (with_staging), which the call then uses.
 template <group G>
 GPUCOMM_HD auto unless_staged(G const& g) {
-  if constexpr (requires { g.staging(); })
+  if constexpr (is_staged_group_v<G>)
     return g;
   else
     return without_staging(g);

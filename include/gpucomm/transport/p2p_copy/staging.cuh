@@ -97,8 +97,6 @@ __device__ GPUCOMM_FORCEINLINE Staging& dynamic_staging(unsigned slot = 0) {
 #endif
 
 namespace detail {
-template <class G>
-inline constexpr bool is_staged_group_v = false;
 template <class G, class S>
 inline constexpr bool is_staged_group_v<staged_group<G, S>> = true;
 }  // namespace detail
