@@ -24,7 +24,7 @@ write_summary() {
   [ "$rc" -eq 0 ] || steps+="$step=$((SECONDS - step_start)) "  # the step that failed, last
   mkdir -p "$build"
   python3 scripts/lib/test_summary.py --out "$build/test-summary.json" --status "$rc" --seconds "$SECONDS" \
-    --steps "$steps" --ctest-log "$build/ctest.log" ${nvcc:+--nvcc "$nvcc"} || true
+    --steps "$steps" --ctest-log "$build/ctest.log" ${nvcc:+--nvcc "$("$nvcc" --version | grep -m1 release)"} || true
   exit "$rc"
 }
 trap write_summary EXIT

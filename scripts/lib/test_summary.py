@@ -5,7 +5,7 @@ calls it when it ends, also when a step failed; scripts/render_results.py record
 as the CI machine kind's (benchmarks/results/debian12-2core/ci.json).
 
   test_summary.py --out PATH --status RC --seconds S --steps "name=seconds ..." [--ctest-log LOG]
-                  [--nvcc NVCC]
+                  [--nvcc "its --version release line"]
 """
 
 import argparse
@@ -13,7 +13,6 @@ import datetime
 import json
 import os
 import re
-import subprocess
 import sys
 
 from compile_cost import machine, tree_commit
@@ -36,15 +35,6 @@ def ctest_counts(log):
     return {"total": int(total), "failed": int(failed)}
 
 
-def nvcc_version(nvcc):
-    try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    lines = [line for line in out.splitlines() if line.strip()]
-    return lines[-2].strip() if len(lines) >= 2 else None
-
-
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -52,7 +42,7 @@ def main(argv):
     ap.add_argument("--seconds", type=int, required=True, help="test.sh's wall time")
     ap.add_argument("--steps", default="", help="'name=seconds' for each step finished, in order")
     ap.add_argument("--ctest-log")
-    ap.add_argument("--nvcc")
+    ap.add_argument("--nvcc", help="nvcc --version's release line, as compile-cost.sh passes it")
     a = ap.parse_args(argv)
     steps = []
     for item in a.steps.split():
@@ -66,7 +56,7 @@ def main(argv):
         "commit": tree_commit(root, paths=()),
         "ci": os.environ.get("CI") == "true",
         "machine": machine(),
-        "nvcc": nvcc_version(a.nvcc) if a.nvcc else None,
+        "nvcc": a.nvcc or None,
         "status": "passed" if a.status == 0 else "failed",
         "exit_code": a.status,
         "seconds": a.seconds,
