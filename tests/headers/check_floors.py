@@ -40,6 +40,7 @@ FLOORS = [
     ("verbs_gpu/verbs_gpu.cuh", 7, "top"),
     ("config.hpp", 0, "core"),
     ("error.hpp", 0, "core"),
+    ("callback.hpp", 0, "core"),
     ("ops.hpp", 0, "core"),
     ("sym_ptr.hpp", 0, "core"),
     ("team.hpp", 0, "core"),
