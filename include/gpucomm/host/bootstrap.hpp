@@ -15,13 +15,13 @@
 #include <concepts>
 #include <cstddef>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "../callback.hpp"
 #include "../error.hpp"
 
 namespace gpucomm {
@@ -40,8 +40,8 @@ struct callback_bootstrap {
   int rank_ = 0;
   int size_ = 1;
   /// allgather(send, recv, bytes): recv gets size * bytes, rank i's bytes at offset i * bytes.
-  std::function<void(void const*, void*, std::size_t)> allgather_;
-  std::function<void()> barrier_;
+  callback<void(void const*, void*, std::size_t)> allgather_;
+  callback<void()> barrier_;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -61,15 +61,8 @@ class any_bootstrap {
 
   int rank() const { return impl_ ? impl_->rank() : 0; }
   int size() const { return impl_ ? impl_->size() : 1; }
-  void allgather(void const* send, void* recv, std::size_t bytes) {
-    if (impl_)
-      impl_->allgather(send, recv, bytes);
-    else
-      std::memcpy(recv, send, bytes);
-  }
-  void barrier() {
-    if (impl_) impl_->barrier();
-  }
+  void allgather(void const* send, void* recv, std::size_t bytes);
+  void barrier();
 
   /// Every rank's `value`, in rank order.
   template <class T>
@@ -119,21 +112,7 @@ void agree(any_bootstrap& boot, T const& value, char const* call, char const* wh
 /// Collective: every rank learns whether any rank failed. Each rank passes its own `ok`; if any is
 /// false every rank throws, naming the first failing rank and its message (`message` of that
 /// rank, at most 255 bytes, travels through the bootstrap), and `hint` (what to do) from the call site.
-inline void all_ok_or_throw(any_bootstrap& boot, bool ok, std::string const& message, char const* call,
-                            char const* hint = "") {
-  struct verdict {
-    char ok;
-    char text[255];
-  };
-  verdict mine{};
-  mine.ok = ok ? 1 : 0;
-  std::strncpy(mine.text, message.c_str(), sizeof(mine.text) - 1);
-  auto const all = boot.allgather_value(mine);
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    if (!all[r].ok)
-      throw error(call, static_cast<int>(r), std::string(all[r].text, strnlen(all[r].text, sizeof(all[r].text))), hint);
-  }
-}
+void all_ok_or_throw(any_bootstrap& boot, bool ok, std::string const& message, char const* call, char const* hint = "");
 
 /// Collective: runs `checks` on every rank; when it throws a gpucomm::error on some rank, every rank
 /// throws (the first failing rank's error), so no rank is left waiting in a later collective call
@@ -159,3 +138,9 @@ void checked_on_every_rank(any_bootstrap& boot, char const* call, Checks&& check
 
 }  // namespace detail
 }  // namespace gpucomm
+
+// The bodies of the functions above: host code, which the device pass (__CUDA_ARCH__ defined)
+// has no use for, so only the host pass reads them.
+#if !defined(__CUDA_ARCH__)
+#include "detail/bootstrap.inl"
+#endif

@@ -40,7 +40,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -79,21 +78,7 @@ class world {
   /// A single-process world with one PE per GPU in `devices` (PE i on devices[i]); all visible
   /// GPUs when empty. Throws when several PEs share a GPU whose CUDA context predates the world
   /// without CUDA_DEVICE_MAX_CONNECTIONS=32 (see above).
-  explicit world(std::vector<int> devices = {}, world_options options = {}) {
-    constexpr char const* call = "world (single process)";
-    detail::widen_hardware_queues();
-    detail::current_device_guard const keep;  // set-up visits every GPU listed
-    int const count = detail::visible_gpus(call);
-    if (devices.empty()) {
-      for (int d = 0; d < count; ++d) devices.push_back(d);
-    }
-    detail::check_pe_count(options, static_cast<int>(devices.size()), "the device list");
-    // A GPU may be listed several times: its PEs share it (for development and for testing
-    // multi-PE code on one GPU; see the co-residency rule in the README).
-    places_ = detail::pe_placement::single_process(devices, count, call);
-    detail::check_hardware_queues(places_.locals(), call);
-    init(options);
-  }
+  explicit world(std::vector<int> devices = {}, world_options options = {});
 
   /// A one-process-per-GPU world: this process is PE boot.rank() of boot.size(), on GPU `device`,
   /// which becomes the calling thread's current device.
@@ -119,14 +104,7 @@ class world {
   world(world const&) = delete;
   world& operator=(world const&) = delete;
 
-  ~world() {
-    detail::current_device_guard const keep;  // tear-down visits every local GPU
-    transports_.clear();                      // transports' host halves go before the heap they use
-    heap_.reset();
-    // Each stream's destruction visits its GPU; done here, inside `keep`'s scope, rather than by
-    // the members' destructors after it.
-    streams_.clear();
-  }
+  ~world();
 
   /// Number of PEs.
   int npes() const noexcept { return places_.npes(); }
@@ -140,11 +118,7 @@ class world {
   /// A non-blocking stream on local PE `pe`'s GPU, owned by the world.
   cudaStream_t stream(int pe) const { return streams_.get(pe); }
   /// Whether PE `from` can load and store PE `to`'s symmetric memory.
-  bool can_load_store(int from, int to) const {
-    places_.place(from);  // throws for a PE outside the world
-    places_.place(to);
-    return heap_->can_load_store(from, to);
-  }
+  bool can_load_store(int from, int to) const;
   /// Whether PEs a and b run on the same host.
   bool same_host(int a, int b) const { return places_.same_host(a, b); }
   /// Whether PEs a and b run on the same GPU (the same PCI device of the same host).
@@ -231,30 +205,10 @@ class world {
   /// cudaHostRegister); it may not overlap the symmetric heap or another registered buffer of pe.
   /// Only this process's PE is concerned: other PEs need not call it. Register before launching
   /// the kernels that use the buffer; up to 64 buffers per PE.
-  void register_buffer(int pe, void const* ptr, std::size_t bytes) {
-    char const* const call = "world::register_buffer";
-    int const gpu = device(pe);  // throws for a PE this process does not own
-    // A transport registers the buffer on pe's GPU; the caller's current device stays.
-    detail::current_device_guard const keep;
-    detail::check_new_buffer(call, pe, ptr, bytes, heap_layout(), npes(), buffers_, max_registered_buffers);
-    registered_buffer const b{pe, ptr, bytes, detail::buffer_device(call, pe, ptr, gpu)};
-    transports_.on_register_buffer(b);
-    buffers_.push_back(b);
-  }
+  void register_buffer(int pe, void const* ptr, std::size_t bytes);
 
   /// Undoes register_buffer(pe, ptr, ...), once the kernels that use the buffer have finished.
-  void unregister_buffer(int pe, void const* ptr) {
-    detail::current_device_guard const keep;
-    device(pe);
-    auto const it =
-        std::find_if(buffers_.begin(), buffers_.end(), [&](auto const& b) { return b.pe == pe && b.ptr == ptr; });
-    if (it == buffers_.end()) {
-      throw error("world::unregister_buffer", pe, "the buffer is not registered for PE " + std::to_string(pe),
-                  "pass the pointer that register_buffer took, once");
-    }
-    transports_.on_unregister_buffer(*it);
-    buffers_.erase(it);
-  }
+  void unregister_buffer(int pe, void const* ptr);
 
   /// The buffers registered so far (a transport set up later registers them too).
   std::vector<registered_buffer> const& registered_buffers() const noexcept { return buffers_; }
@@ -266,16 +220,10 @@ class world {
   team team_world() const { return teams_.world(); }
   /// The PEs on local PE `pe`'s host. Throws if they are not evenly spaced in the world (launchers
   /// number each host's ranks contiguously; a team is start + i * stride).
-  team team_node(int pe) const {
-    stream(pe);  // throws for a PE this process does not own
-    return teams_.node(pe);
-  }
+  team team_node(int pe) const;
   /// The PEs on local PE `pe`'s GPU (just `pe` when it has the GPU to itself). Throws if they are
   /// not evenly spaced in the world.
-  team team_shared_gpu(int pe) const {
-    stream(pe);
-    return teams_.shared_gpu(pe);
-  }
+  team team_shared_gpu(int pe) const;
 
   /// Collective over the whole world (every process calls it, in the same order, with the same
   /// arguments): a new team of parent's ranks start, start + stride, ... (size of them), as
@@ -284,20 +232,11 @@ class world {
   /// wrong, for a start outside the parent, a stride below 1, a size below 1 or one that runs past
   /// the parent, arguments that differ between processes (teams made in a different order), or
   /// more teams than the control block holds.
-  team team_split(team const& parent, int start, int stride, int size) {
-    team const t = teams_.plan_split(boot_, local_pes().front(), parent, start, stride, size);
-    reset_team_slot(t.slot);
-    teams_.add(t);
-    return t;
-  }
+  team team_split(team const& parent, int start, int stride, int size);
 
   /// Collective over the whole world: the team's slot may be reused by a later team_split. No
   /// kernel may use the team any more (this waits for the local streams first).
-  void team_destroy(team const& t) {
-    teams_.check_destroy(boot_, t);
-    detail::checked_on_every_rank(boot_, "world::team_destroy", [&] { synchronize(); });  // waits for every process
-    teams_.remove(t);
-  }
+  void team_destroy(team const& t);
 
   /// How many teams may exist at once, predefined ones included.
   int max_teams() const noexcept { return teams_.max_teams(); }
@@ -356,17 +295,10 @@ class world {
   /// kernels. Throws if a kernel failed (naming every local PE whose stream failed, after waiting
   /// for them all), or if a transport recorded a failed operation (an error completion of
   /// IBGDAPost: PE, peer, operation, syndrome).
-  void synchronize() const {
-    detail::current_device_guard const keep;  // the caller's current device stays as it was
-    // The transports' own checks would wait on the failed GPUs: the kernels' failure comes first.
-    streams_.synchronize();
-    transports_.on_synchronize();
-  }
+  void synchronize() const;
   /// synchronize(), then wait until every process has done so. Where synchronize throws on some
   /// process, every process throws its error: none is left waiting for one that gave up.
-  void barrier() {
-    detail::checked_on_every_rank(boot_, "world::barrier", [&] { synchronize(); });
-  }
+  void barrier();
 
   // ---- for transport implementers -----------------------------------------------------------------
 
@@ -378,10 +310,7 @@ class world {
   std::size_t heap_granularity() const { return heap_->granularity(); }
   /// Local PE `pe`'s control block at its first team slot, in this process's address space (what
   /// comm takes; detail/control_block.hpp).
-  std::uint64_t* team_states(int pe) const {
-    stream(pe);  // throws for a PE this process does not own: its slot is not mapped here
-    return reinterpret_cast<std::uint64_t*>(heap_->slot(pe)) + detail::control_block_layout::header_words;
-  }
+  std::uint64_t* team_states(int pe) const;
   detail::any_bootstrap& bootstrap() { return boot_; }
   /// The options the world was built with.
   world_options const& options() const { return options_; }
@@ -397,61 +326,18 @@ class world {
   /// For a host half whose work a kernel waits for from another stream of the same GPU
   /// (ProxyQueue's copy engines). Collective: when some process has a GPU whose context predates
   /// its first world without CUDA_DEVICE_MAX_CONNECTIONS=32 (see above), every process throws.
-  void require_hardware_queues(char const* call) {
-    detail::checked_on_every_rank(boot_, call, [&] {
-      for (auto const& l : places_.locals()) detail::require_hardware_queues(call, l.pe, l.device);
-    });
-  }
+  void require_hardware_queues(char const* call);
 
  private:
-  void init(world_options const& options) {
-    options_ = options;
-    // The options and environment first, on every process together: a process that throws here
-    // alone would leave the others waiting in the agreements below.
-    std::size_t bytes = 0;
-    int max_teams = 0;
-    detail::checked_on_every_rank(boot_, "world", [&] {
-      bytes = detail::heap_bytes_from(options);
-      max_teams = detail::max_teams_from(options);
-      wait_timeout_word_ = detail::wait_timeout_word_from(options);
-    });
-    detail::agree(boot_, bytes, "world", "the heap size", "give every process the same world_options::heap_bytes");
-    for (auto const& l : places_.locals()) streams_.create(l.pe, l.device);
-    detail::agree(boot_, max_teams, "world", "the team limit", "give every process the same world_options::max_teams");
-    detail::agree(boot_, wait_timeout_word_, "world", "the wait timeout",
-                  "give every process the same world_options::wait_timeout (or GPUCOMM_WAIT_TIMEOUT_MS)");
-    auto allow = options.load_store_filter ? options.load_store_filter : [](int, int) { return true; };
-    heap_ = std::make_unique<detail::symmetric_heap>(boot_, places_.locals(), npes(), bytes,
-                                                     detail::control_block_layout::bytes(npes(), max_teams), allow,
-                                                     places_.hosts());
-    teams_ = detail::team_table(places_, max_teams);
-    for (int pe : local_pes()) write_control_header(pe);
-  }
+  void init(world_options const& options);
 
   /// The control block's header at local PE `pe` (detail/control_block.hpp), read by device code
   /// in debug reports.
-  void write_control_header(int pe) {
-    auto const header = teams_.control_header(pe, wait_timeout_word_);
-    GPUCOMM_CUDA_CHECK(cudaSetDevice(device(pe)), pe);
-    GPUCOMM_CUDA_CHECK(cudaMemcpy(heap_->slot(pe), header.data(), sizeof(header), cudaMemcpyHostToDevice), pe);
-  }
+  void write_control_header(int pe);
 
   /// Zeroes team slot `slot` at every local PE, then waits for every process: a new team starts
   /// from epoch 0 with no flag set, whatever team had the slot before.
-  void reset_team_slot(int slot) {
-    detail::current_device_guard const keep;
-    std::size_t const words = detail::control_block_layout::slot_words(npes());
-    // A failure on one process throws on all of them, which also waits for every process.
-    detail::checked_on_every_rank(boot_, "world::team_split", [&] {
-      for (int pe : local_pes()) {
-        // On the legacy default stream, which the world's non-blocking streams do not wait for: a
-        // kernel still running on them (using other teams) neither delays this nor is disturbed.
-        GPUCOMM_CUDA_CHECK(cudaSetDevice(device(pe)), pe);
-        GPUCOMM_CUDA_CHECK(cudaMemset(team_states(pe) + static_cast<std::size_t>(slot) * words, 0, words * 8), pe);
-        GPUCOMM_CUDA_CHECK(cudaStreamSynchronize(nullptr), pe);
-      }
-    });
-  }
+  void reset_team_slot(int slot);
 
   detail::any_bootstrap boot_;
   detail::pe_placement places_;
@@ -472,3 +358,9 @@ class world {
 
 // sym_array, world::alloc's result: after the world, whose members it calls.
 #include "sym_array.hpp"
+
+// The bodies of the functions above: host code, which the device pass (__CUDA_ARCH__ defined)
+// has no use for, so only the host pass reads them.
+#if !defined(__CUDA_ARCH__)
+#include "detail/world.inl"
+#endif

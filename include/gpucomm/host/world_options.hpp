@@ -6,9 +6,9 @@
 #include <chrono>
 #include <concepts>
 #include <cstddef>
-#include <functional>
 #include <type_traits>
 
+#include "../callback.hpp"
 #include "../transport_concept.hpp"
 
 namespace gpucomm {
@@ -32,7 +32,7 @@ struct world_options {
   /// sym_array::ptr(p), a cudaMemset of it) must therefore run with PE p's own GPU current
   /// (cudaSetDevice(w.device(p))); from another GPU it fails where the filter (or the hardware)
   /// keeps that GPU out.
-  std::function<bool(int, int)> load_store_filter;
+  callback<bool(int, int)> load_store_filter;
   /// How many teams may exist at once, the three predefined ones included (each has its barrier
   /// state in the control block: 64 + 8 * npes bytes per PE, npes rounded up to a multiple of 8).
   /// 0: GPUCOMM_MAX_TEAMS if set, else 32.

@@ -12,26 +12,15 @@
 namespace gpucomm::detail {
 
 /// The fewest SMs of any GPU of the world (collective: every process agrees).
-inline int smallest_sm_count(world& w) {
-  int fewest = 0;
-  for (int pe : w.local_pes()) {
-    int sms = 0;
-    GPUCOMM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, w.device(pe)), pe);
-    fewest = fewest == 0 || sms < fewest ? sms : fewest;
-  }
-  for (int const sms : w.bootstrap().allgather_value(fewest)) fewest = sms < fewest ? sms : fewest;
-  return fewest;
-}
+int smallest_sm_count(world& w);
 
 /// The most members of t on one GPU.
-inline int most_members_per_gpu(world const& w, team const& t) {
-  int most = 1;
-  for (int i = 0; i < t.size; ++i) {
-    int sharing = 0;
-    for (int j = 0; j < t.size; ++j) sharing += w.same_gpu(t.pe_of(i), t.pe_of(j)) ? 1 : 0;
-    most = sharing > most ? sharing : most;
-  }
-  return most;
-}
+int most_members_per_gpu(world const& w, team const& t);
 
 }  // namespace gpucomm::detail
+
+// The bodies of the functions above: host code, which the device pass (__CUDA_ARCH__ defined)
+// has no use for, so only the host pass reads them.
+#if !defined(__CUDA_ARCH__)
+#include "co_residency.inl"
+#endif

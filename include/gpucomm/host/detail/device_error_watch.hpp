@@ -16,10 +16,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <functional>
 #include <map>
 #include <vector>
 
+#include "../../callback.hpp"
 #include "../../error.hpp"
 #include "../../transport_concept.hpp"
 #include "../world.hpp"
@@ -35,7 +35,7 @@ struct device_error_watch {
   class host_state {
    public:
     /// Reads the words as they are after synchronize's stream waits; throws to report.
-    using report = std::function<void(int pe, std::vector<std::uint64_t> const& words)>;
+    using report = callback<void(int pe, std::vector<std::uint64_t> const& words)>;
 
     explicit host_state(world& w) : world_(&w) {}
     device_state device_state_for(int) const { return {}; }
@@ -43,31 +43,13 @@ struct device_error_watch {
 
     /// Watches `count` words at `words` (device memory of local PE pe's GPU); returns the key
     /// remove takes.
-    int add(int pe, std::uint64_t const* words, std::size_t count, report r) {
-      int const key = next_++;
-      watched_.emplace(key, entry{pe, words, count, std::move(r)});
-      return key;
-    }
+    int add(int pe, std::uint64_t const* words, std::size_t count, report r);
     /// Stops watching (does not throw).
     void remove(int key) noexcept { watched_.erase(key); }
 
     /// Every watched set of words, read and reported in the order added; every report sees its
     /// words (so each counts from what it saw last), then the first error is thrown.
-    void on_synchronize() const {
-      current_device_guard const keep;
-      std::exception_ptr first;
-      for (auto const& [key, e] : watched_) {
-        std::vector<std::uint64_t> now(e.count);
-        GPUCOMM_CUDA_CHECK(cudaSetDevice(world_->device(e.pe)), e.pe);
-        GPUCOMM_CUDA_CHECK(cudaMemcpy(now.data(), e.words, e.count * 8, cudaMemcpyDeviceToHost), e.pe);
-        try {
-          e.check(e.pe, now);
-        } catch (error const&) {
-          if (!first) first = std::current_exception();
-        }
-      }
-      if (first) std::rethrow_exception(first);
-    }
+    void on_synchronize() const;
 
    private:
     struct entry {
@@ -83,3 +65,9 @@ struct device_error_watch {
 };
 
 }  // namespace gpucomm::detail
+
+// The bodies of the functions above: host code, which the device pass (__CUDA_ARCH__ defined)
+// has no use for, so only the host pass reads them.
+#if !defined(__CUDA_ARCH__)
+#include "device_error_watch.inl"
+#endif

@@ -8,7 +8,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <initializer_list>
 #include <vector>
@@ -23,24 +22,13 @@ namespace gpucomm::detail {
 /// `kernels` (host-side kernel addresses), and raises the GPU's stack limit to the largest of
 /// `stack_bytes` and each kernel's per-thread local memory, if that is above the limit now (never
 /// lowers it). The caller's current device stays.
-inline void preload_kernels(std::vector<local_pe> const& locals, std::initializer_list<void const*> kernels,
-                            std::size_t stack_bytes) {
-  current_device_guard const keep;
-  std::vector<int> done;
-  for (auto const& l : locals) {
-    if (std::find(done.begin(), done.end(), l.device) != done.end()) continue;
-    done.push_back(l.device);
-    GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
-    std::size_t wanted = stack_bytes;
-    for (void const* kernel : kernels) {
-      cudaFuncAttributes attributes{};
-      GPUCOMM_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel), l.pe);  // loads its module
-      wanted = std::max(wanted, attributes.localSizeBytes);
-    }
-    std::size_t reserved = 0;
-    GPUCOMM_CUDA_CHECK(cudaDeviceGetLimit(&reserved, cudaLimitStackSize), l.pe);
-    if (wanted > reserved) GPUCOMM_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitStackSize, wanted), l.pe);
-  }
-}
+void preload_kernels(std::vector<local_pe> const& locals, std::initializer_list<void const*> kernels,
+                     std::size_t stack_bytes);
 
 }  // namespace gpucomm::detail
+
+// The bodies of the functions above: host code, which the device pass (__CUDA_ARCH__ defined)
+// has no use for, so only the host pass reads them.
+#if !defined(__CUDA_ARCH__)
+#include "kernel_preload.inl"
+#endif

@@ -5,19 +5,28 @@
 // buffer registered). A host half takes part in an event by having the member function for it.
 
 #include <cstddef>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <typeindex>
 #include <utility>
 #include <vector>
 
+#include "../../callback.hpp"
 #include "../../error.hpp"
 #include "../world_options.hpp"
 #include "device_guard.hpp"
 
 namespace gpucomm::detail {
+
+/// One address per type, the registry's key for it (std::type_index without <typeindex> or RTTI).
+template <class T>
+struct type_key {
+  static constexpr char id = 0;
+};
+template <class T>
+void const* key_of() noexcept {
+  return &type_key<T>::id;
+}
 
 class transport_registry {
  public:
@@ -31,7 +40,7 @@ class transport_registry {
   template <host_transport Transport>
   requires requires { typename Transport::options; }
   void configure(typename Transport::options const& options, int pe) {
-    std::type_index const key(typeid(Transport));
+    void const* const key = key_of<Transport>();
     if (hosts_.count(key) != 0) {
       throw error("world::configure", pe,
                   std::string(Transport::name) + " is already set up in this world (a comm of it was handed out)",
@@ -45,13 +54,13 @@ class transport_registry {
   template <host_transport Transport>
   typename Transport::host_state& host(world& w) {
     using host = typename Transport::host_state;
-    auto& slot = hosts_[std::type_index(typeid(Transport))];
+    auto& slot = hosts_[key_of<Transport>()];
     if (!slot) {
       current_device_guard const keep;  // set-up visits every local GPU
       std::shared_ptr<host> made;
       try {
         if constexpr (requires { typename Transport::options; }) {
-          auto const it = options_.find(std::type_index(typeid(Transport)));
+          auto const it = options_.find(key_of<Transport>());
           typename Transport::options const options =
               it == options_.end() ? typename Transport::options{}
                                    : *static_cast<typename Transport::options const*>(it->second.get());
@@ -60,7 +69,7 @@ class transport_registry {
           made = std::make_shared<host>(w);
         }
       } catch (...) {
-        hosts_.erase(std::type_index(typeid(Transport)));  // a later call may try again
+        hosts_.erase(key_of<Transport>());  // a later call may try again
         throw;
       }
       add_hooks(made.get());
@@ -70,43 +79,19 @@ class transport_registry {
   }
 
   /// world::synchronize(), after the streams: each host half's own completion and failure checks.
-  void on_synchronize() const {
-    for (auto const& check : sync_hooks_) check();
-  }
+  void on_synchronize() const;
   /// world::deallocate(), before the block goes: host halves that still move bytes finish.
-  void on_deallocate() const {
-    for (auto const& finish : free_hooks_) finish();
-  }
+  void on_deallocate() const;
   /// A new heap block: every host half with a NIC registers it. When one throws, those that did
   /// undo it (in reverse order) and the error passes on.
-  void on_heap_block(std::size_t offset, std::size_t bytes) const {
-    std::size_t added = 0;
-    try {
-      for (; added < block_hooks_.size(); ++added) block_hooks_[added].add(offset, bytes);
-    } catch (...) {
-      while (added-- > 0) block_hooks_[added].remove(offset, bytes);
-      throw;
-    }
-  }
+  void on_heap_block(std::size_t offset, std::size_t bytes) const;
   /// A heap block going: its registrations go, in reverse order. Does not throw.
-  void on_heap_block_freed(std::size_t offset, std::size_t bytes) const {
-    for (auto it = block_hooks_.rbegin(); it != block_hooks_.rend(); ++it) it->remove(offset, bytes);
-  }
-  void on_register_buffer(registered_buffer const& b) const {
-    for (auto const& h : buffer_hooks_) h.add(b);
-  }
-  void on_unregister_buffer(registered_buffer const& b) const {
-    for (auto const& h : buffer_hooks_) h.remove(b);
-  }
+  void on_heap_block_freed(std::size_t offset, std::size_t bytes) const;
+  void on_register_buffer(registered_buffer const& b) const;
+  void on_unregister_buffer(registered_buffer const& b) const;
 
   /// The hooks, then the host halves (before the heap they use goes).
-  void clear() {
-    sync_hooks_.clear();
-    free_hooks_.clear();
-    buffer_hooks_.clear();
-    block_hooks_.clear();
-    hosts_.clear();
-  }
+  void clear();
 
  private:
   template <class Host>
@@ -140,19 +125,25 @@ class transport_registry {
     }
   }
 
-  std::map<std::type_index, std::shared_ptr<void>> hosts_;
-  std::map<std::type_index, std::shared_ptr<void>> options_;
-  std::vector<std::function<void()>> sync_hooks_;
-  std::vector<std::function<void()>> free_hooks_;
+  std::map<void const*, std::shared_ptr<void>> hosts_;
+  std::map<void const*, std::shared_ptr<void>> options_;
+  std::vector<callback<void()>> sync_hooks_;
+  std::vector<callback<void()>> free_hooks_;
   struct buffer_hook {
-    std::function<void(registered_buffer const&)> add, remove;
+    callback<void(registered_buffer const&)> add, remove;
   };
   std::vector<buffer_hook> buffer_hooks_;
   struct block_hook {
     // remove must not throw: it runs where the block is going whatever happens.
-    std::function<void(std::size_t, std::size_t)> add, remove;
+    callback<void(std::size_t, std::size_t)> add, remove;
   };
   std::vector<block_hook> block_hooks_;
 };
 
 }  // namespace gpucomm::detail
+
+// The bodies of the functions above: host code, which the device pass (__CUDA_ARCH__ defined)
+// has no use for, so only the host pass reads them.
+#if !defined(__CUDA_ARCH__)
+#include "transport_registry.inl"
+#endif

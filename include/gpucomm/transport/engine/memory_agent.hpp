@@ -34,8 +34,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <thread>
 
+#include "../../host/detail/os_thread.hpp"
 #include "../../ops.hpp"
 #include "../../transport_concept.hpp"
 
@@ -88,41 +88,14 @@ class host_memory_agent final : public memory_agent {
  public:
   explicit host_memory_agent(std::chrono::microseconds write_delay = {}) : delay_(write_delay) {}
 
-  std::string write(void* dst, void const* src, std::size_t bytes) override {
-    if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
-    if (bytes != 0) std::memcpy(dst, src, bytes);
-    return {};
-  }
+  std::string write(void* dst, void const* src, std::size_t bytes) override;
 
-  std::string read(void* dst, void const* src, std::size_t bytes) override {
-    if (bytes != 0) std::memcpy(dst, src, bytes);
-    return {};
-  }
+  std::string read(void* dst, void const* src, std::size_t bytes) override;
 
-  std::string signal(std::uint64_t* word, signal_op op, std::uint64_t value) override {
-    std::atomic_ref<std::uint64_t> w(*word);
-    // Release: the data of earlier write()s (plain stores) happen before a reader's acquire of
-    // the new value.
-    if (op == signal_op::add) {
-      w.fetch_add(value, std::memory_order_release);
-    } else {
-      w.store(value, std::memory_order_release);
-    }
-    return {};
-  }
+  std::string signal(std::uint64_t* word, signal_op op, std::uint64_t value) override;
 
   std::string atomic(void* word, unsigned width, atomic_op op, std::uint64_t operand, std::uint64_t compare,
-                     std::uint64_t& old) override {
-    if (width == 8) {
-      old = detail::apply_atomic(*static_cast<std::uint64_t*>(word), op, operand, compare);
-    } else if (width == 4) {
-      old = detail::apply_atomic(*static_cast<std::uint32_t*>(word), op, static_cast<std::uint32_t>(operand),
-                                 static_cast<std::uint32_t>(compare));
-    } else {
-      return "an atomic of " + std::to_string(width) + " bytes (4 or 8 only)";
-    }
-    return {};
-  }
+                     std::uint64_t& old) override;
 
   std::string commit() override { return {}; }  // every call above is visible once it returns
 
@@ -131,3 +104,9 @@ class host_memory_agent final : public memory_agent {
 };
 
 }  // namespace gpucomm::engine
+
+// The bodies of the functions above: host code, which the device pass (__CUDA_ARCH__ defined)
+// has no use for, so only the host pass reads them.
+#if !defined(__CUDA_ARCH__)
+#include "detail/memory_agent.inl"
+#endif

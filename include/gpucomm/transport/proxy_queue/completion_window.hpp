@@ -6,47 +6,24 @@
 // low-water mark. Host only.
 
 #include <cstdint>
-#include <deque>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "../../detail/fifo.hpp"
 
 namespace gpucomm::proxy_queue {
 
 class completion_window {
  public:
   /// The reader has taken `ticket` out of the ring; tickets come in order, one at a time.
-  void read(std::uint64_t ticket) {
-    if (ticket != low_ + done_.size()) {
-      throw std::logic_error("gpucomm: proxy completion window: ticket " + std::to_string(ticket) +
-                             " read out of order (expected " + std::to_string(low_ + done_.size()) + ")");
-    }
-    done_.push_back(false);
-  }
+  void read(std::uint64_t ticket);
 
   /// `ticket`'s command has taken effect. Returns the low-water mark: every ticket below it has.
-  std::uint64_t complete(std::uint64_t ticket) {
-    if (ticket < low_ || ticket >= low_ + done_.size() || done_[ticket - low_]) {
-      throw std::logic_error("gpucomm: proxy completion window: ticket " + std::to_string(ticket) +
-                             (ticket < low_ || (ticket < low_ + done_.size() && done_[ticket - low_])
-                                  ? " completed twice"
-                                  : " completed before it was read"));
-    }
-    done_[ticket - low_] = true;
-    while (!done_.empty() && done_.front()) {
-      done_.pop_front();
-      ++low_;
-    }
-    return low_;
-  }
+  std::uint64_t complete(std::uint64_t ticket);
 
   /// The tickets read and not yet completed, in order.
-  std::vector<std::uint64_t> unfinished() const {
-    std::vector<std::uint64_t> out;
-    for (std::size_t i = 0; i < done_.size(); ++i)
-      if (!done_[i]) out.push_back(low_ + i);
-    return out;
-  }
+  std::vector<std::uint64_t> unfinished() const;
 
   /// Every ticket below this has taken effect (what the proxy publishes as `completed`).
   std::uint64_t low_water() const noexcept { return low_; }
@@ -55,7 +32,13 @@ class completion_window {
 
  private:
   std::uint64_t low_ = 0;
-  std::deque<bool> done_;  // done_[i]: ticket low_ + i has taken effect
+  gpucomm::detail::fifo<std::uint8_t> done_;  // done_[i] != 0: ticket low_ + i has taken effect
 };
 
 }  // namespace gpucomm::proxy_queue
+
+// The bodies of the functions above: host code, which the device pass (__CUDA_ARCH__ defined)
+// has no use for, so only the host pass reads them.
+#if !defined(__CUDA_ARCH__)
+#include "detail/completion_window.inl"
+#endif

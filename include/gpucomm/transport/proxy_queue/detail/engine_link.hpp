@@ -10,11 +10,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "../../../callback.hpp"
 #include "../../engine/engine_hook.hpp"
 #include "../../engine/memory_agent.hpp"
 #include "../options.hpp"
@@ -37,11 +37,11 @@ struct engine_world {
   };
   std::vector<local_pe> locals;
   /// The world's bootstrap: `bytes` from every process into `recv`, in process order.
-  std::function<void(void const* send, void* recv, std::size_t bytes)> allgather;
+  callback<void(void const* send, void* recv, std::size_t bytes)> allgather;
   int processes = 1;
   /// The memory agent of a local PE's GPU; unset: a cuda_memory_agent on `device`. (Tests without
   /// a GPU give host_memory_agents over host-memory heaps.)
-  std::function<std::unique_ptr<engine::memory_agent>(int device)> make_agent;
+  callback<std::unique_ptr<engine::memory_agent>(int device)> make_agent;
 };
 
 /// The engines of a world's local PEs, set up (engine_setup.hpp's proxy_engines).
@@ -60,24 +60,17 @@ using proxy_engines_factory = std::unique_ptr<proxy_engines_base> (*)(engine_wor
                                                                       proxy_failures&);
 
 /// The set-up linked into this program (gpucomm::ucx's registration unit sets it), or null.
-inline proxy_engines_factory& linked_proxy_engines() noexcept {
-  static proxy_engines_factory factory = nullptr;
-  return factory;
-}
+proxy_engines_factory& linked_proxy_engines() noexcept;
 
 /// Sets up the engines of `w`'s local PEs through the linked set-up; engine_not_linked (a
 /// gpucomm::error naming gpucomm::ucx) when the program was not linked with it.
-inline std::unique_ptr<proxy_engines_base> make_proxy_engines(engine_world const& w,
-                                                              proxy_engine_options const& options,
-                                                              proxy_failures& failures) {
-  proxy_engines_factory const make = linked_proxy_engines();
-  if (make == nullptr) {
-    engine::require_net_engine("world::comm<ProxyQueue> (proxy_network::engine)", w.locals.front().pe);
-    throw error("world::comm<ProxyQueue> (proxy_network::engine)", w.locals.front().pe,
-                "the engine is linked but ProxyQueue's engine set-up is not (engine_not_linked)",
-                "link the CMake target gpucomm::ucx, whose registration unit installs both");
-  }
-  return make(w, options, failures);
-}
+std::unique_ptr<proxy_engines_base> make_proxy_engines(engine_world const& w, proxy_engine_options const& options,
+                                                       proxy_failures& failures);
 
 }  // namespace gpucomm::detail
+
+// The bodies of the functions above: host code, which the device pass (__CUDA_ARCH__ defined)
+// has no use for, so only the host pass reads them.
+#if !defined(__CUDA_ARCH__)
+#include "engine_link.inl"
+#endif

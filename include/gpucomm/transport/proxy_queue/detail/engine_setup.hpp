@@ -25,14 +25,13 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../../../error.hpp"
 #include "../../../host/bootstrap.hpp"
+#include "../../../host/detail/os_thread.hpp"
 #include "../../engine/cuda_memory_agent.hpp"
 #include "../../engine/engine_hook.hpp"
 #include "../../engine/net_engine.hpp"
@@ -201,7 +200,7 @@ class proxy_engines final : public proxy_engines_base {
       return;
     }
     std::vector<std::exception_ptr> errors(pes_.size());
-    std::vector<std::thread> threads;
+    std::vector<os_thread> threads;
     for (std::size_t i = 0; i < pes_.size(); ++i) {
       threads.emplace_back([&, i] {
         try {

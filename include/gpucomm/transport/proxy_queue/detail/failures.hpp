@@ -24,25 +24,7 @@ struct proxy_failure {
   /// engine's peer_failed and timed_out, the NIC's transport retries exhausted).
   bool peer_lost = false;
 
-  std::string op_name() const {
-    switch (op) {
-      case proxy_queue::command_op::nop:
-        return "nop";
-      case proxy_queue::command_op::put:
-        return "put";
-      case proxy_queue::command_op::get:
-        return "get";
-      case proxy_queue::command_op::signal:
-        return "signal";
-      case proxy_queue::command_op::put_signal:
-        return "put_signal";
-      case proxy_queue::command_op::atomic:
-        return "atomic";
-      case proxy_queue::command_op::fence:
-        return "fence";
-    }
-    return "command " + std::to_string(static_cast<int>(op));
-  }
+  std::string op_name() const;
 };
 
 /// The failures of one world's proxies: the first is kept whole, the rest counted. Written by
@@ -50,26 +32,13 @@ struct proxy_failure {
 /// kept apart and never cleared: the world's teardown asks for it after synchronize took the rest.
 class proxy_failures {
  public:
-  void record(proxy_failure f) {
-    std::lock_guard<std::mutex> const lock(m_);
-    if (f.peer_lost && !lost_) lost_ = "PE " + std::to_string(f.peer) + " (" + f.what + ")";
-    if (!first_) first_ = std::move(f);
-    ++count_;
-  }
+  void record(proxy_failure f);
 
   /// The first peer a command found gone, with why, or nothing while every peer answers.
-  std::optional<std::string> lost_peer() const {
-    std::lock_guard<std::mutex> const lock(m_);
-    return lost_;
-  }
+  std::optional<std::string> lost_peer() const;
 
   /// The first failure recorded since the last take, and how many there were; clears both.
-  std::optional<proxy_failure> take(std::uint64_t& count) {
-    std::lock_guard<std::mutex> const lock(m_);
-    count = count_;
-    count_ = 0;
-    return std::exchange(first_, std::nullopt);
-  }
+  std::optional<proxy_failure> take(std::uint64_t& count);
 
  private:
   mutable std::mutex m_;
@@ -79,3 +48,9 @@ class proxy_failures {
 };
 
 }  // namespace gpucomm::detail
+
+// The bodies of the functions above: host code, which the device pass (__CUDA_ARCH__ defined)
+// has no use for, so only the host pass reads them.
+#if !defined(__CUDA_ARCH__)
+#include "failures.inl"
+#endif

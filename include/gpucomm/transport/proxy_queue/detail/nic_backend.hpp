@@ -43,11 +43,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "../../../callback.hpp"
 #include "../../../verbs_gpu/send_queue.cuh"
 #include "../../nic/heap_keys.hpp"
 #include "../../nic/atomics.cuh"
@@ -81,86 +81,29 @@ class nic_backend {
     /// Makes the NIC's completed writes into this PE's GPU memory visible to the GPU
     /// (cudaDeviceFlushGPUDirectRDMAWrites); the error's text, or empty. Unset where the GPU
     /// orders them with their completions (and on the model, which writes with CUDA copies).
-    std::function<std::string()> flush_gpu_writes;
+    callback<std::string()> flush_gpu_writes;
   };
 
   /// Posts to `queues`, [peer]: host-posted RC QPs, connected, with owner-bit CQs.
-  nic_backend(std::vector<verbs_gpu::send_queue> const& queues, placement p, proxy_failures& failures)
-      : at_(std::move(p)), failures_(&failures) {
-    for (verbs_gpu::send_queue const& sq : queues) queues_.push_back(std::make_unique<queue>(sq));
-  }
+  nic_backend(std::vector<verbs_gpu::send_queue> const& queues, placement p, proxy_failures& failures);
 
   nic_backend(nic_backend const&) = delete;
   nic_backend& operator=(nic_backend const&) = delete;
 
   /// Whether command c is this backend's: data to a peer reached through the NIC, or a signal or
   /// atomic (the GPU does those itself where the NIC is not their domain).
-  bool takes(proxy_queue::command const& c) const {
-    using proxy_queue::command_op;
-    if (c.op == command_op::signal || c.op == command_op::atomic) return true;
-    if (c.pe < 0 || c.pe >= at_.npes) return false;  // the copy engine refuses it
-    return (at_.paths[static_cast<std::size_t>(c.pe)] & proxy_data_nic) != 0 &&
-           (c.op == command_op::put || c.op == command_op::get || c.op == command_op::put_signal);
-  }
+  bool takes(proxy_queue::command const& c) const;
 
   /// Posts command `c` with ticket `ticket`. Returns true when it is complete already: refused or
   /// failed (and recorded).
-  bool issue(proxy_queue::command const& c, std::uint64_t ticket) {
-    using proxy_queue::command_op;
-    if (c.pe < 0 || c.pe >= at_.npes) return refuse(c, ticket, "its target PE is outside the world");
-    queue& q = *queues_[static_cast<std::size_t>(c.pe)];
-    if (q.sq.has_error()) return refuse(c, ticket, "the queue to this PE is in error since an earlier failure");
-    std::uint64_t last = 0;
-    switch (c.op) {
-      case command_op::put:
-      case command_op::put_signal:
-        if (!reachable(c.dst, c.bytes)) return refuse(c, ticket, not_in_heap("destination"));
-        if (!reachable(c.src, c.bytes)) return refuse(c, ticket, not_in_heap("source"));
-        if (c.op == command_op::put_signal && !is_word(c.signal, 8))
-          return refuse(c, ticket, "its signal word is not an aligned word of this PE's symmetric heap");
-        if (c.bytes != 0 && !post_chunks(q, c, ticket, last, true)) return true;
-        if (c.op == command_op::put_signal && !post_signal(q, c, ticket, last)) return true;
-        if (c.op == command_op::put && c.bytes == 0) return true;
-        break;
-      case command_op::get:
-        if (!reachable(c.src, c.bytes)) return refuse(c, ticket, not_in_heap("source"));
-        if (!reachable(c.dst, c.bytes)) return refuse(c, ticket, not_in_heap("destination"));
-        if (c.bytes == 0) return true;
-        if (!post_chunks(q, c, ticket, last, false)) return true;
-        break;
-      case command_op::signal:
-        if (!is_word(c.signal, 8))
-          return refuse(c, ticket, "its signal word is not an aligned word of this PE's symmetric heap");
-        if (!post_signal(q, c, ticket, last)) return true;
-        break;
-      case command_op::atomic:
-        if ((c.bytes != 4 && c.bytes != 8) || !is_word(c.dst, c.bytes))
-          return refuse(c, ticket, "its target is not an aligned 4- or 8-byte word of this PE's symmetric heap");
-        if (c.atomic_op > static_cast<std::uint8_t>(atomic_op::set))
-          return refuse(c, ticket, "its atomic operation is unknown");
-        if (c.src != 0 && !is_result_slot(c.src)) return refuse(c, ticket, "its result slot is not one of this PE's");
-        if (!post_atomic(q, c, ticket, last)) return true;
-        break;
-      default:
-        return refuse(c, ticket, "the NIC backend does not carry this operation");
-    }
-    if (q.pending.empty()) q.since = std::chrono::steady_clock::now();
-    q.pending.push_back({last, ticket, c.op, c.bytes});
-    return false;
-  }
+  bool issue(proxy_queue::command const& c, std::uint64_t ticket);
 
   /// After a batch of issue()s: one doorbell for each queue whose WQEs are not announced yet. This
   /// thread alone posts, so after its own publish it holds each queue's ticket.
-  void mark() {
-    for (auto const& q : queues_) q->sq.announce_published();
-  }
+  void mark();
 
   /// Commands posted and not yet complete.
-  bool busy() const {
-    for (auto const& q : queues_)
-      if (!q->pending.empty()) return true;
-    return false;
-  }
+  bool busy() const;
 
   /// Calls done(ticket) for every command that completed, or failed.
   template <class Done>
@@ -208,115 +151,33 @@ class nic_backend {
     std::chrono::steady_clock::time_point since{};
   };
 
-  bool in_slot(std::uint64_t address, std::uint64_t bytes) const {
-    return address >= at_.slot && address - at_.slot <= at_.slot_bytes &&
-           bytes <= at_.slot_bytes - (address - at_.slot);
-  }
+  bool in_slot(std::uint64_t address, std::uint64_t bytes) const;
   /// The lkey (wire order) of the one live heap block holding all of [address, address + bytes),
   /// or heap_keys::none.
-  std::uint32_t block_lkey(std::uint64_t address, std::uint64_t bytes) const {
-    if (!in_slot(address, bytes)) return heap_keys::none;
-    std::uint64_t const first = address - at_.slot, last = first + (bytes == 0 ? 0 : bytes - 1);
-    std::uint32_t const key = at_.keys.lkey_wire(first);
-    // Different blocks are different regions with different keys.
-    return at_.keys.lkey_wire(last) == key ? key : heap_keys::none;
-  }
+  std::uint32_t block_lkey(std::uint64_t address, std::uint64_t bytes) const;
   /// Whether the NIC reaches [address, address + bytes): one live block (nothing, for 0 bytes, but
   /// the address must still be the heap's).
-  bool reachable(std::uint64_t address, std::uint64_t bytes) const {
-    return bytes == 0 ? in_slot(address, 0) : block_lkey(address, bytes) != heap_keys::none;
-  }
-  bool is_word(std::uint64_t address, std::uint64_t bytes) const {
-    return address % bytes == 0 && reachable(address, bytes);
-  }
-  static std::string not_in_heap(char const* what) {
-    return std::string("its ") + what +
-           " is not in this PE's symmetric heap, in one live allocation: that is all the NIC reaches";
-  }
+  bool reachable(std::uint64_t address, std::uint64_t bytes) const;
+  bool is_word(std::uint64_t address, std::uint64_t bytes) const;
+  static std::string not_in_heap(char const* what);
 
   /// The peer's copy of this PE's heap address `address`.
-  verbs_gpu::remote_buf remote(int peer, std::uint64_t address) const {
-    std::uint64_t const offset = address - at_.slot;
-    return {at_.bases[static_cast<std::size_t>(peer)] + offset, at_.keys.rkey_wire(offset, peer), true};
-  }
-  verbs_gpu::local_buf local(std::uint64_t address, std::uint32_t bytes) const {
-    return {address, bytes, at_.keys.lkey_wire(address - at_.slot), true};
-  }
-  bool is_result_slot(std::uint64_t address) const {
-    auto const first = reinterpret_cast<std::uint64_t>(at_.results);
-    return address >= first && address % 8 == 0 && (address - first) / 8 < at_.result_slots;
-  }
+  verbs_gpu::remote_buf remote(int peer, std::uint64_t address) const;
+  verbs_gpu::local_buf local(std::uint64_t address, std::uint32_t bytes) const;
+  bool is_result_slot(std::uint64_t address) const;
   /// Where the NIC puts the old value: the command's result slot, or (address 0) the discarded word.
-  verbs_gpu::local_buf result_at(std::uint64_t address, std::uint32_t bytes) const {
-    if (address == 0) address = reinterpret_cast<std::uint64_t>(at_.results + at_.result_slots);
-    return {address, bytes, at_.results_lkey, false};
-  }
+  verbs_gpu::local_buf result_at(std::uint64_t address, std::uint32_t bytes) const;
 
   /// The writes (or reads) of command c, in WQEs of at most max_message_bytes, in batches the ring
   /// takes; the last one's index goes to `last`.
-  bool post_chunks(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last, bool write) {
-    std::uint64_t const chunks = (c.bytes + max_message_bytes - 1) / max_message_bytes;
-    std::uint64_t const per_batch = q.sq.depth() / 4;
-    for (std::uint64_t first = 0; first < chunks; first += per_batch) {
-      auto const n = static_cast<std::uint32_t>(chunks - first < per_batch ? chunks - first : per_batch);
-      auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t i) {
-        std::uint64_t const at = (first + i) * max_message_bytes;
-        auto const len =
-            static_cast<std::uint32_t>(c.bytes - at < max_message_bytes ? c.bytes - at : max_message_bytes);
-        if (write) return verbs_gpu::build_rdma_write(s, local(c.src + at, len), remote(c.pe, c.dst + at));
-        return verbs_gpu::build_rdma_read(s, local(c.dst + at, len), remote(c.pe, c.src + at));
-      };
-      if (!posted(
-              q, c, ticket,
-              q.sq.post(verbs_gpu::detail::one_thread{}, 1, n, build, verbs_gpu::post_flags::defer_doorbell, &last))) {
-        return false;
-      }
-      last += n - 1;  // post() gave the batch's first WQE
-    }
-    return true;
-  }
+  bool post_chunks(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last, bool write);
 
-  bool post_signal(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last) {
-    auto const op = static_cast<signal_op>(c.signal_op);
-    auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) {
-      return build_nic_signal(op, s, result_at(0, 8), remote(c.pe, c.signal), c.value);
-    };
-    return posted(q, c, ticket,
-                  q.sq.post(verbs_gpu::detail::one_thread{}, nic_signal_wqebbs(op), 1, build,
-                            verbs_gpu::post_flags::fence | verbs_gpu::post_flags::defer_doorbell, &last));
-  }
+  bool post_signal(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last);
 
-  bool post_atomic(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last) {
-    auto const op = static_cast<atomic_op>(c.atomic_op);
-    auto const bytes = static_cast<std::uint32_t>(c.bytes);
-    auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t) {
-      verbs_gpu::local_buf const result = result_at(c.src, bytes);
-      verbs_gpu::remote_buf const to = remote(c.pe, c.dst);
-      if (bytes == 8) return build_nic_atomic<std::uint64_t>(op, s, result, to, c.value, c.aux);
-      return build_nic_atomic<std::uint32_t>(op, s, result, to, static_cast<std::uint32_t>(c.value),
-                                             static_cast<std::uint32_t>(c.aux));
-    };
-    return posted(q, c, ticket,
-                  q.sq.post(verbs_gpu::detail::one_thread{}, nic_atomic_wqebbs(op, bytes), 1, build,
-                            verbs_gpu::post_flags::defer_doorbell, &last));
-  }
+  bool post_atomic(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last);
 
   /// Whether a post went through; if not, the command is recorded as failed.
-  bool posted(queue& q, proxy_queue::command const& c, std::uint64_t ticket, verbs_gpu::status st) {
-    switch (st) {
-      case verbs_gpu::status::ok:
-        return true;
-      case verbs_gpu::status::error:
-        fail(c, ticket, "the queue to PE " + std::to_string(c.pe) + " went to error: " + error_text(q));
-        return false;
-      case verbs_gpu::status::timeout:
-        fail(c, ticket, "the send queue to PE " + std::to_string(c.pe) + " had no room for 20 s");
-        return false;
-      default:
-        fail(c, ticket, "the command does not fit the send queue");
-        return false;
-    }
-  }
+  bool posted(queue& q, proxy_queue::command const& c, std::uint64_t ticket, verbs_gpu::status st);
 
   /// q went to error: the commands before the failed WQE completed, the others failed.
   template <class Done>
@@ -348,26 +209,12 @@ class nic_backend {
   /// Before command p is reported complete: if the GPU reads what the NIC wrote for it (a get's
   /// data, an atomic's fetched value) and the placement flushes, one flush covers every completion
   /// this pass has seen of the queue so far (they were polled before it).
-  void make_visible(pending_command const& p, int peer, bool& flushed) {
-    using proxy_queue::command_op;
-    if (flushed || !at_.flush_gpu_writes || (p.op != command_op::get && p.op != command_op::atomic)) return;
-    flushed = true;
-    if (std::string const why = at_.flush_gpu_writes(); !why.empty())
-      failures_->record({at_.pe, peer, p.op, p.ticket, p.bytes, why});
-  }
+  void make_visible(pending_command const& p, int peer, bool& flushed);
 
-  static std::string error_text(queue& q) {
-    verbs_gpu::cq_error const e = q.sq.last_error();
-    return std::string(e.wqe_opcode_str()) + " completed with " + e.opcode_str() + ", syndrome " + e.syndrome_str();
-  }
+  static std::string error_text(queue& q);
 
-  bool refuse(proxy_queue::command const& c, std::uint64_t ticket, std::string const& why) {
-    fail(c, ticket, "refused: " + why);
-    return true;
-  }
-  void fail(proxy_queue::command const& c, std::uint64_t ticket, std::string const& why) {
-    failures_->record({at_.pe, c.pe, c.op, ticket, c.bytes, why});
-  }
+  bool refuse(proxy_queue::command const& c, std::uint64_t ticket, std::string const& why);
+  void fail(proxy_queue::command const& c, std::uint64_t ticket, std::string const& why);
 
   placement at_;
   proxy_failures* failures_;
@@ -375,3 +222,9 @@ class nic_backend {
 };
 
 }  // namespace gpucomm::detail
+
+// The bodies of the functions above: host code, which the device pass (__CUDA_ARCH__ defined)
+// has no use for, so only the host pass reads them.
+#if !defined(__CUDA_ARCH__)
+#include "nic_backend.inl"
+#endif

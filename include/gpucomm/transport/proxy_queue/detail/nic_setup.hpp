@@ -12,12 +12,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "../../../callback.hpp"
 #include "../../../error.hpp"
 #include "../../../host/detail/device_guard.hpp"
 #include "../../../host/world.hpp"
@@ -117,7 +117,7 @@ class proxy_nic_setup final : public proxy_nic {
   /// complete: nothing where the GPU orders them with their completions (ordering Owner or
   /// AllDevices), else cudaDeviceFlushGPUDirectRDMAWrites to the owner, as NCCL's proxy flushes a
   /// receive into GPU memory on GPUs that need it.
-  static std::function<std::string()> gpu_write_flush(int pe, int device) {
+  static callback<std::string()> gpu_write_flush(int pe, int device) {
     int ordering = 0;
     GPUCOMM_CUDA_CHECK(cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, device), pe);
     if (ordering >= cudaGPUDirectRDMAWritesOrderingOwner) return {};

@@ -17,7 +17,6 @@
 // take turns with the program's threads, and each command waits for a time slice (hundreds of
 // microseconds); an unpinned thread warns of that once per process (one_cpu_warning()).
 
-#include <pthread.h>
 #include <sched.h>
 
 #include <atomic>
@@ -27,12 +26,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <cuda_runtime_api.h>
 
 #include "../../../error.hpp"
+#include "../../../host/detail/os_thread.hpp"
 #include "../command_ring.cuh"
 #include "../completion_window.hpp"
 #include "backend.hpp"
@@ -56,17 +55,7 @@ struct proxy_ring {
 
 /// The warning an unpinned proxy thread started from the calling thread deserves, or "": whether
 /// the calling thread (whose CPU set the new thread inherits) may run on one CPU only.
-inline std::string one_cpu_warning() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1) return {};
-  int cpu = 0;
-  while (!CPU_ISSET(cpu, &set)) ++cpu;
-  return "gpucomm: warning: this process may run on CPU " + std::to_string(cpu) +
-         " only, so ProxyQueue's proxy thread takes turns on it with the program's threads and each command "
-         "waits for a time slice (hundreds of microseconds). Let each process run on at least two cores (mpirun "
-         "--map-by slot:PE=2 or --bind-to none; srun --cpus-per-task=2).";
-}
+std::string one_cpu_warning();
 
 class proxy_thread {
  public:
@@ -74,108 +63,37 @@ class proxy_thread {
   static constexpr int batch = 64;
 
   /// Starts serving `rings`; pinned to `cpu` unless it is negative.
-  proxy_thread(std::vector<proxy_ring*> rings, int cpu) : rings_(std::move(rings)) {
-    if (cpu < 0) {
-      static std::once_flag warned;
-      if (std::string const w = one_cpu_warning(); !w.empty())
-        std::call_once(warned, [&w] { std::fprintf(stderr, "%s\n", w.c_str()); });
-    }
-    thread_ = std::thread([this] { run(); });
-    if (cpu >= 0) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(cpu, &set);
-      if (int const rc = pthread_setaffinity_np(thread_.native_handle(), sizeof(set), &set); rc != 0) {
-        stop();
-        throw error(
-            "ProxyQueue", rings_.front()->pe,
-            "pinning the proxy thread to CPU " + std::to_string(cpu) + " failed (error " + std::to_string(rc) + ")",
-            "give proxy_options::cpu (or GPUCOMM_PROXY_CPU) a CPU this process may run on, or -1");
-      }
-    }
-  }
+  proxy_thread(std::vector<proxy_ring*> rings, int cpu);
 
   proxy_thread(proxy_thread const&) = delete;
   proxy_thread& operator=(proxy_thread const&) = delete;
   ~proxy_thread() { stop(); }
 
   /// Ends the thread after its current pass. What is still in flight stays so: drain first.
-  void stop() {
-    stop_.store(true, std::memory_order_relaxed);
-    if (thread_.joinable()) thread_.join();
-  }
+  void stop();
 
  private:
-  void run() {
-    // A thread's current device is its own: each ring sets its GPU before its CUDA calls.
-    int idle = 0;
-    while (!stop_.load(std::memory_order_relaxed)) {
-      bool busy = false;
-      for (proxy_ring* r : rings_) busy |= serve(*r);
-      if (busy) {
-        idle = 0;
-      } else if (++idle % 1024 == 0) {
-        std::this_thread::yield();
-      }
-    }
-  }
+  void run();
 
   /// One pass over ring r; true when it had work (read, or still in flight).
-  static bool serve(proxy_ring& r) {
-    int read = 0;
-    for (; read < batch; ++read) {
-      proxy_queue::command const* slot = r.reader.peek();
-      if (slot == nullptr) break;
-      proxy_queue::command const c = *slot;
-      std::uint64_t const ticket = r.reader.next_ticket();
-      r.reader.pop();
-      r.window.read(ticket);
-      if (read == 0) cudaSetDevice(r.device);
-      if (r.issue_delay.count() != 0) wait_for(r.issue_delay);
-      if (issue(r, c, ticket)) r.window.complete(ticket);
-    }
-    bool in_flight = false;
-    for (auto& b : r.backends) {
-      if (read != 0) b->mark();
-      bool const busy = b->busy();
-      in_flight |= busy;
-      if (busy || b->polls_always()) b->poll(r.window);
-    }
-    if (!in_flight && r.window.in_flight() != 0) {
-      // Read, not complete, and nothing in flight that will complete them: a bookkeeping fault.
-      // Reported and completed, so that no GPU waits on them forever.
-      auto const lost = r.window.unfinished();
-      r.failures->record(
-          {r.pe, -1, proxy_queue::command_op::nop, lost.front(), 0,
-           "internal: " + std::to_string(lost.size()) + " commands were read but neither in flight nor complete"});
-      for (std::uint64_t t : lost) r.window.complete(t);
-    }
-    if (r.window.low_water() != r.published) {
-      r.published = r.window.low_water();
-      r.reader.publish_completed(r.published);
-    }
-    return read != 0 || in_flight;
-  }
+  static bool serve(proxy_ring& r);
 
   /// Hands c to the first backend that takes it; true when it is complete already. A command no
   /// backend takes is recorded and completed.
-  static bool issue(proxy_ring& r, proxy_queue::command const& c, std::uint64_t ticket) {
-    for (auto& b : r.backends)
-      if (b->takes(c)) return b->issue(c, ticket);
-    r.failures->record({r.pe, c.pe, c.op, ticket, c.bytes, "internal: no backend of this PE carries this command"});
-    return true;
-  }
+  static bool issue(proxy_ring& r, proxy_queue::command const& c, std::uint64_t ticket);
 
   /// Busy-waits for `d` (a sleep would oversleep short delays by tens of microseconds).
-  static void wait_for(std::chrono::microseconds d) {
-    auto const until = std::chrono::steady_clock::now() + d;
-    while (std::chrono::steady_clock::now() < until) {
-    }
-  }
+  static void wait_for(std::chrono::microseconds d);
 
   std::vector<proxy_ring*> rings_;
   std::atomic<bool> stop_{false};
-  std::thread thread_;
+  os_thread thread_;
 };
 
 }  // namespace gpucomm::detail
+
+// The bodies of the functions above: host code, which the device pass (__CUDA_ARCH__ defined)
+// has no use for, so only the host pass reads them.
+#if !defined(__CUDA_ARCH__)
+#include "proxy_thread.inl"
+#endif
