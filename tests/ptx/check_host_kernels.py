@@ -18,30 +18,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from sass_compare import demangle, strip_params  # noqa: E402  (c++filt, and a name without its parameters)
+
 SOURCE = Path(__file__).with_name("host_kernels.cu")
 STUB = "__wrapper__device_stub_"
 
 
 def kernel_name(demangled):
     """'void ns::k<int>(int*)' -> 'ns::k<int>': drops the return type and the parameter list."""
-    depth = 0
-    for i in range(len(demangled) - 1, -1, -1):  # the parameter list is the last top-level (...)
-        c = demangled[i]
-        if c == ")":
-            depth += 1
-        elif c == "(":
-            depth -= 1
-            if depth == 0:
-                demangled = demangled[:i]
-                break
-    return demangled[5:] if demangled.startswith("void ") else demangled
-
-
-def demangle(names):
-    if not names:
-        return []
-    out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True).stdout
-    return out.splitlines()
+    name = strip_params(demangled)
+    return name[5:] if name.startswith("void ") else name
 
 
 def main():
@@ -75,9 +62,9 @@ def kernels_of(a, case):
         subprocess.run(common + ["--ptx", "-o", str(ptx)], check=True)
         symbols = subprocess.run(["nm", "--defined-only", str(obj)], capture_output=True, text=True,
                                  check=True).stdout.split()
-        stubs = {kernel_name(d).replace(STUB, "") for d in demangle([s for s in symbols if STUB in s])}
+        stubs = {kernel_name(d).replace(STUB, "") for d in demangle([s for s in symbols if STUB in s]).values()}
         entries = re.findall(r"^\.(?:visible|weak) \.entry (\w+)\(", ptx.read_text(), re.M)
-        return stubs, {kernel_name(d) for d in demangle(entries)}
+        return stubs, {kernel_name(d) for d in demangle(entries).values()}
 
 
 if __name__ == "__main__":
