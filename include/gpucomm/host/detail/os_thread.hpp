@@ -1,5 +1,5 @@
 #pragma once
-// The few thread operations the host runtime needs (start, join, pin, yield, sleep) on POSIX
+// The few thread operations the host runtime needs (start, join, pin, sleep) on POSIX
 // threads. std::thread would do, but <thread> brings <stop_token>, <semaphore> and the atomic
 // wait machinery into every file that includes gpucomm; this header brings <pthread.h>. Host only.
 
@@ -72,9 +72,6 @@ class os_thread {
   pthread_t id_{};
   bool joinable_ = false;
 };
-
-/// Lets another thread run (std::this_thread::yield).
-inline void yield_cpu() { sched_yield(); }
 
 /// Sleeps for at least `us` microseconds (std::this_thread::sleep_for).
 inline void sleep_us(long long us) {

@@ -29,7 +29,7 @@
 #include "../../error.hpp"
 #include "../../host/detail/device_guard.hpp"
 #include "../../host/detail/hardware_queues.hpp"
-#include "../../host/detail/os_thread.hpp"
+#include "../../detail/bounded_wait.cuh"
 #include "../../host/world_options.hpp"
 #include "command_ring.cuh"
 #include "detail/copy_engine.hpp"

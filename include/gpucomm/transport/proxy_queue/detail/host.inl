@@ -274,7 +274,7 @@ std::string proxy_queue_host_of<World>::drain(std::chrono::seconds limit) const 
                std::to_string(completed.load(cuda::memory_order_acquire)) + " are complete after " +
                std::to_string(limit.count()) + " s";
       }
-      yield_cpu();
+      spin_pause();
     }
   }
   return {};

@@ -30,6 +30,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "../../../detail/bounded_wait.cuh"
 #include "../../../error.hpp"
 #include "../../../host/detail/os_thread.hpp"
 #include "../command_ring.cuh"

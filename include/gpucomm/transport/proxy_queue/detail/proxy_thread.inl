@@ -47,7 +47,7 @@ inline void proxy_thread::run() {
     if (busy) {
       idle = 0;
     } else if (++idle % 1024 == 0) {
-      yield_cpu();
+      spin_pause();
     }
   }
 }
