@@ -8,7 +8,6 @@
 // share of its compile time. A std::function may be assigned to it like any other callable.
 
 #include <cstddef>
-#include <memory>
 #include <type_traits>
 #include <utility>
 
@@ -43,16 +42,26 @@ class callback<R(Args...)> {
     if constexpr (std::is_pointer_v<std::remove_reference_t<F>>) {  // a function's name is never null
       if (f == nullptr) return;
     }
-    target_ = std::make_unique<holder<stored>>(std::forward<F>(f));
+    target_ = new holder<stored>(std::forward<F>(f));
   }
   callback(callback const& other) : target_(other.target_ ? other.target_->clone() : nullptr) {}
-  callback(callback&&) noexcept = default;
+  callback(callback&& other) noexcept : target_(other.target_) { other.target_ = nullptr; }
   callback& operator=(callback const& other) {
-    if (this != &other) target_ = other.target_ ? other.target_->clone() : nullptr;
+    callback(other).swap(*this);  // a clone that throws leaves this callback as it was
     return *this;
   }
-  callback& operator=(callback&&) noexcept = default;
-  ~callback() = default;
+  callback& operator=(callback&& other) noexcept {
+    callback(static_cast<callback&&>(other)).swap(*this);
+    return *this;
+  }
+  ~callback() { delete target_; }
+
+  /// Exchanges the two callables, as std::function::swap does.
+  void swap(callback& other) noexcept {
+    base* const mine = target_;
+    target_ = other.target_;
+    other.target_ = mine;
+  }
 
   explicit operator bool() const { return target_ != nullptr; }
   friend bool operator==(callback const& c, std::nullptr_t) { return !c; }
@@ -68,7 +77,7 @@ class callback<R(Args...)> {
   struct base {
     virtual ~base() = default;
     virtual R call(Args&&... args) = 0;
-    virtual std::unique_ptr<base> clone() const = 0;
+    virtual base* clone() const = 0;  // a new copy, owned by the caller
   };
   template <class F>
   struct holder final : base {
@@ -80,12 +89,14 @@ class callback<R(Args...)> {
       else
         return f(std::forward<Args>(args)...);
     }
-    std::unique_ptr<base> clone() const override { return std::make_unique<holder>(f); }
+    base* clone() const override { return new holder(f); }
     F f;
   };
   // Called through a const callback, as std::function's operator() is const while it calls its
-  // callable as non-const; the callable is owned, so this is the same contract.
-  std::unique_ptr<base> target_;
+  // callable as non-const; the callable is owned, so this is the same contract. A plain owning
+  // pointer rather than std::unique_ptr: each unique_ptr<holder<F>> is one more set of templates
+  // that every file including gpucomm instantiates for each callable the host headers store.
+  base* target_ = nullptr;
 };
 
 }  // namespace gpucomm

@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,59 @@ TEST_CASE("callback: takes results convertible to its own, arguments by referenc
                 "a result that does not convert is refused");
 }
 
+
+namespace {
+
+// A callable that counts its live copies, and whose copy throws once `fail_copies` is set.
+struct counted {
+  int* live;
+  bool* fail_copies;
+  int value;
+  counted(int* l, bool* f, int v) : live(l), fail_copies(f), value(v) { ++*live; }
+  counted(counted const& o) : live(o.live), fail_copies(o.fail_copies), value(o.value) {
+    if (*fail_copies) throw std::runtime_error("copy refused");
+    ++*live;
+  }
+  counted(counted&& o) noexcept : live(o.live), fail_copies(o.fail_copies), value(o.value) { ++*live; }
+  ~counted() { --*live; }
+  int operator()() const { return value; }
+};
+
+}  // namespace
+
+TEST_CASE("callback: owns each callable once through copies, moves, swaps and failed copies", "[host]") {
+  int live = 0;
+  bool fail = false;
+  {
+    gpucomm::callback<int()> a = counted(&live, &fail, 1);
+    CHECK(live == 1);
+    gpucomm::callback<int()> b = a;
+    CHECK(live == 2);
+    gpucomm::callback<int()> c = std::move(a);
+    CHECK(live == 2);
+    CHECK_FALSE(a);  // NOLINT(bugprone-use-after-move): a moved-from callback is empty
+    CHECK(c() == 1);
+    b = counted(&live, &fail, 2);  // the old callable goes, the new one stays
+    CHECK(live == 2);
+    CHECK(b() == 2);
+    b = b;  // NOLINT(clang-diagnostic-self-assign-overloaded)
+    c = std::move(c);  // NOLINT(clang-diagnostic-self-move)
+    CHECK(live == 2);
+    CHECK(b() == 2);
+    CHECK(c() == 1);
+    b.swap(c);
+    CHECK(b() == 1);
+    CHECK(c() == 2);
+    fail = true;  // a copy that throws leaves the target as it was, and leaks nothing
+    CHECK_THROWS_AS(b = c, std::runtime_error);
+    CHECK(b() == 1);
+    CHECK(live == 2);
+    fail = false;
+    c = nullptr;
+    CHECK(live == 1);
+  }
+  CHECK(live == 0);
+}
 TEST_CASE("fifo: the same sequence as std::deque through pushes, pops and compaction", "[host]") {
   gpucomm::detail::fifo<std::size_t> q;
   std::deque<std::size_t> reference;
