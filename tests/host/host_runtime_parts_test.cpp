@@ -74,7 +74,6 @@ TEST_CASE("callback: takes results convertible to its own, arguments by referenc
                 "a result that does not convert is refused");
 }
 
-
 namespace {
 
 // A callable that counts its live copies, and whose copy throws once `fail_copies` is set.
@@ -109,7 +108,7 @@ TEST_CASE("callback: owns each callable once through copies, moves, swaps and fa
     b = counted(&live, &fail, 2);  // the old callable goes, the new one stays
     CHECK(live == 2);
     CHECK(b() == 2);
-    b = b;  // NOLINT(clang-diagnostic-self-assign-overloaded)
+    b = b;             // NOLINT(clang-diagnostic-self-assign-overloaded)
     c = std::move(c);  // NOLINT(clang-diagnostic-self-move)
     CHECK(live == 2);
     CHECK(b() == 2);
