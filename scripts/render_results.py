@@ -388,6 +388,10 @@ def tests_md(doc):
         return rounds[t["round"]]["started"][:10]
 
     steps = ", ".join(f"{s.get('name')} {s.get('status')}" for s in last.get("steps", []))
+    if last["status"] == "STOPPED":  # cut short by its time limit: say how far its tests got
+        ran = [t for t in doc["tests"] if t["round"] == last["id"]]
+        passed, failed = (sum(t["status"] == st for t in ran) for st in ("passed", "failed"))
+        steps += (", " if steps else "") + f"stopped at its time limit after {passed} tests passed, {failed} failed"
     out = [f"GPU tests: {len(doc['tests'])} tests from {len(rounds)} round(s). The last round: "
            f"{last['started'][:10]}, {last['machine']}, {last['status']}" + (f" ({steps})" if steps else "")
            + (f"; {last['not_built']} of its tests did not run, their binaries not built." if last.get("not_built")
