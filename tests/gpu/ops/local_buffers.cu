@@ -117,9 +117,9 @@ __global__ void local_buffers_kernel(lb_args a) {
 /// Resets (or reads) the staging slots' control words of local PE pe, between kernels
 /// (transports with has_staging_slots).
 template <class Tr>
-std::vector<gpucomm::detail::ibgda_staging_slot> staging_slots(gpucomm::world& w, int pe, bool reset) {
+std::vector<gpucomm::detail::staging_slot> staging_slots(gpucomm::world& w, int pe, bool reset) {
   auto const state = w.comm<Tr>(pe).state();
-  std::vector<gpucomm::detail::ibgda_staging_slot> v(gpucomm::detail::ibgda_staging::slots);
+  std::vector<gpucomm::detail::staging_slot> v(gpucomm::detail::staging_layout::slots);
   std::size_t const bytes = v.size() * sizeof(v[0]);
   GPUCOMM_TEST_CUDA(cudaSetDevice(w.device(pe)));
   if (reset) GPUCOMM_TEST_CUDA(cudaMemset(state.staging_slots, 0, bytes));

@@ -18,7 +18,7 @@
 // too (shared memory, cudaMalloc'd memory, a local variable); what each placement costs:
 //   - in the symmetric heap or a registered buffer: nothing extra, the NIC reads or writes it;
 //   - a put of at most inline_bytes (28): copied into the WQE by the leader, from anywhere;
-//   - anywhere else: staged. The group takes one of the PE's ibgda_staging::slots staging slots
+//   - anywhere else: staged (detail/staging.cuh). The group takes one of the PE's staging slots
 //     (two halves of 64 KiB in registered memory), copies each 64 KiB chunk of src into a half and
 //     posts it while it fills the other half (a put), or reads chunks into both halves and copies
 //     each one out once it has landed (a get). That is one extra copy through GPU memory per byte
@@ -82,6 +82,7 @@
 #include "../../comm.cuh"
 #include "../../detail/copy.cuh"
 #include "../../detail/device_check.cuh"
+#include "../../detail/staging.cuh"
 #include "../../group.cuh"
 #include "../../ops.hpp"
 #include "../../sym_ptr.hpp"
@@ -294,16 +295,12 @@ struct IBGDAPost {
                                      verbs_gpu::local_buf* out) {
     device_state const& s = c.state();
     auto const addr = reinterpret_cast<std::uintptr_t>(p);
-    if (within(addr, bytes, reinterpret_cast<std::uintptr_t>(s.local_base), s.local_bytes)) {
+    if (detail::range_within(addr, bytes, reinterpret_cast<std::uintptr_t>(s.local_base), s.local_bytes)) {
       auto const offset = static_cast<std::uint64_t>(addr - reinterpret_cast<std::uintptr_t>(s.local_base));
       *out = {static_cast<std::uint64_t>(addr), 0, s.keys.lkey_wire(offset), true};
       return true;
     }
     return registered(c, p, bytes, op, out);
-  }
-
-  __device__ static bool within(std::uint64_t addr, std::size_t bytes, std::uint64_t base, std::uint64_t size) {
-    return addr >= base && addr - base <= size && bytes <= size - (addr - base);
   }
 
   /// nic_reaches' search of the registered buffers, out of line: only buffers outside the heap
@@ -313,105 +310,38 @@ struct IBGDAPost {
     if constexpr (GPUCOMM_DEBUG) {
       if (p == nullptr) detail::device_misuse(op, "the local buffer is null");
     }
-    auto const addr = reinterpret_cast<std::uintptr_t>(p);
-    detail::ibgda_regions const& regions = *c.state().regions;
-    for (std::uint32_t i = 0; i < regions.count; ++i) {
-      if (within(addr, bytes, regions.entries[i].base, regions.entries[i].bytes)) {
-        *out = {static_cast<std::uint64_t>(addr), 0, regions.entries[i].lkey_wire, true};
-        return true;
-      }
-    }
-    return false;
+    detail::local_region const* r = detail::registered_region(*c.state().regions, p, bytes);
+    if (r == nullptr) return false;
+    *out = {static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p)), 0, r->lkey_wire, true};
+    return true;
   }
 
-  /// What a staged operation does: put, put_signal (with its signal) or get.
-  struct staged_op {
-    enum kind_t : std::uint8_t { put, put_signal, get } kind;
-    sym_ptr<signal_t> sig{};
-    signal_t value = 0;
-    signal_op op = signal_op::set;
-    __device__ char const* name() const { return kind == put ? "put" : kind == get ? "get" : "put_signal"; }
-  };
+  using staged_op = detail::staged_op;
 
-  /// Takes a free staging slot for the calling thread's group (the leader calls it): tries every
-  /// slot from one that depends on the thread, so groups of different warps rarely meet.
-  __device__ GPUCOMM_NOINLINE static unsigned take_staging_slot(comm<IBGDAPost> const& c, char const* op) {
-    detail::ibgda_staging_slot* const slots = c.state().staging_slots;
-    unsigned const thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    unsigned const block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    unsigned const first = block * 7u + thread / 32u + thread % 32u;
-    unsigned taken = 0;
-    detail::spin_until(
-        [&] {
-          for (unsigned k = 0; k < detail::ibgda_staging::slots; ++k) {
-            unsigned const i = (first + k) % detail::ibgda_staging::slots;
-            cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device> lock(slots[i].lock);
-            std::uint64_t seen = lock.load(cuda::memory_order_relaxed);
-            // Acquire: the previous user's writes of the slot's control words (its pending WQEs)
-            // and its reads of the halves happen before ours.
-            if ((seen & 1) == 0 &&
-                lock.compare_exchange_strong(seen, seen + 1, cuda::memory_order_acquire, cuda::memory_order_relaxed)) {
-              taken = i;
-              return true;
-            }
-          }
-          return false;
-        },
-        {op, &slots[first % detail::ibgda_staging::slots].lock, "even (free), like", 0}, c.control_header());
-    return taken;
-  }
-
-  /// One thread's share of a copy that `size` threads make together (the caller synchronises
-  /// them): one group type for every staged copy, so the copy is instantiated once.
-  struct copy_share {
-    unsigned rank, size;
-    __device__ unsigned num_threads() const { return size; }
-    __device__ unsigned thread_rank() const { return rank; }
-    __device__ void sync() const {}
-  };
-  __device__ GPUCOMM_NOINLINE static void copy_part(void* to, void const* from, std::size_t len, unsigned rank,
-                                                    unsigned size) {
-    detail::group_copy(copy_share{rank, size}, to, from, len);
-  }
-
-  /// The leader's side of one staged operation. Its steps are out of line and independent of the
-  /// group type: one copy of them per translation unit.
-  struct staging_run {
+  /// The leader's side of one staged operation (detail/staging.cuh's run). Its steps are out of
+  /// line and independent of the group type: one copy of them per translation unit.
+  struct staging_run : detail::staging_run_base<staging_run> {
     comm<IBGDAPost> const& c;
-    staged_op const& what;
     verbs_gpu::send_queue const& q;
     verbs_gpu::remote_buf peer;
-    std::size_t bytes;
     int pe;
-    unsigned slot_index;
     bool ok = true;
-    std::uint64_t last = 0;             ///< the last WQE posted
-    std::uint64_t reading[2] = {0, 0};  ///< a get: the read in flight into each half
+    std::uint64_t last = 0;  ///< the last WQE posted
 
-    static constexpr std::size_t half_bytes = detail::ibgda_staging::half_bytes;
-    __device__ std::size_t chunks() const { return (bytes + half_bytes - 1) / half_bytes; }
-    __device__ std::size_t length(std::size_t k) const {
-      return bytes - k * half_bytes < half_bytes ? bytes - k * half_bytes : half_bytes;
-    }
-    __device__ unsigned char* half(std::size_t k) const {
-      return c.state().staging + (2 * slot_index + (k & 1)) * half_bytes;
-    }
-    __device__ detail::ibgda_staging_slot& slot() const { return c.state().staging_slots[slot_index]; }
-    __device__ bool is_get() const { return what.kind == staged_op::get; }
+    __device__ staging_run(comm<IBGDAPost> const& c_, staged_op const& what_, verbs_gpu::send_queue const& q_,
+                           verbs_gpu::remote_buf peer_, std::size_t bytes_, int pe_, unsigned slot_index)
+        : staging_run_base(what_, c_.state().staging, c_.state().staging_slots, slot_index, bytes_),
+          c(c_),
+          q(q_),
+          peer(peer_),
+          pe(pe_) {}
 
-    /// A get: wait until the NIC has read both halves for an earlier put, then read chunks 0 and 1.
-    __device__ GPUCOMM_NOINLINE void start() {
-      if (!is_get()) return;
-      drain_half(c, slot(), 0, what.name());
-      drain_half(c, slot(), 1, what.name());
-      for (std::size_t k = 0; k < chunks() && k < 2; ++k) reading[k] = post_chunk(k);
-    }
     /// Before the group copies chunk k: a put waits until the NIC has read the half's previous
     /// chunk; a get waits for chunk k's read, acquiring its completion (system scope), which the
     /// group sync that follows extends to the threads that copy it out.
     __device__ GPUCOMM_NOINLINE void before_copy(std::size_t k) {
       if (!is_get()) {
-        drain_half(c, slot(), k & 1, what.name());
+        drain_half(k & 1);
       } else if (ok) {
         ok = finish(q, reading[k & 1], what.name());
       }
@@ -421,13 +351,13 @@ struct IBGDAPost {
     /// put posts it and notes it in the slot; a get reads chunk k + 2 into the half.
     __device__ GPUCOMM_NOINLINE void after_copy(std::size_t k) {
       if (is_get()) {
-        if (k + 2 < chunks()) reading[k & 1] = post_chunk(k + 2);
+        if (k + 2 < chunks()) reading[k & 1] = post_read(k + 2);
         return;
       }
       std::uint64_t const index = post_chunk(k);
       if (ok) {
-        slot().pending[k & 1] = index + 1;
-        slot().pending_queue[k & 1] = static_cast<std::uint32_t>(&q - c.state().queues);
+        slot.pending[k & 1] = index + 1;
+        slot.pending_queue[k & 1] = static_cast<std::uint32_t>(&q - c.state().queues);
       }
     }
     /// A put_signal's signal, a blocking put's wait; then the slot goes back.
@@ -436,10 +366,15 @@ struct IBGDAPost {
         if (ok && what.kind == staged_op::put_signal) ok = post_signal(c, q, what.sig, what.value, what.op, pe, &last);
         if (ok && blocking) ok = finish(q, last, what.name());
       }
-      // Release: the control words written and the halves read happen before the next user's
-      // take (its acquire).
-      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(slot().lock).fetch_add(1, cuda::memory_order_release);
+      detail::give_back_staging_slot(slot);
     }
+    /// Waits until the NIC is done with the half's last WQE (a put's RDMA WRITE reading it).
+    __device__ GPUCOMM_NOINLINE void drain_half(unsigned h) {
+      if (slot.pending[h] == 0) return;
+      finish(c.state().queues[slot.pending_queue[h]], slot.pending[h] - 1, what.name());
+      slot.pending[h] = 0;
+    }
+    __device__ std::uint64_t post_read(std::size_t k) { return post_chunk(k); }
     /// RDMA WRITE of chunk k from its half, or READ into it; its index.
     __device__ std::uint64_t post_chunk(std::size_t k) {
       verbs_gpu::local_buf const staging{reinterpret_cast<std::uint64_t>(half(k)),
@@ -455,53 +390,16 @@ struct IBGDAPost {
     }
   };
 
-  /// Waits until the NIC is done with the half's last WQE (a put's RDMA WRITE reading it).
-  __device__ GPUCOMM_NOINLINE static void drain_half(comm<IBGDAPost> const& c, detail::ibgda_staging_slot& slot,
-                                                     unsigned half, char const* op) {
-    if (slot.pending[half] == 0) return;
-    finish(c.state().queues[slot.pending_queue[half]], slot.pending[half] - 1, op);
-    slot.pending[half] = 0;
-  }
-
   /// A put, put_signal or get whose local buffer the NIC does not reach, through a staging slot
-  /// (see the header comment): the group's part (synchronisation, copies), one small copy per
-  /// group type; the leader's steps are staging_run's.
+  /// (see the header comment and detail/staging.cuh); the leader's steps are staging_run's.
   template <group G>
   __device__ GPUCOMM_NOINLINE static void staged(comm<IBGDAPost> const& c, G const& g, staged_op const& what,
                                                  void* local_buffer, verbs_gpu::remote_buf peer, std::size_t bytes,
                                                  int pe, bool blocking) {
-    bool const is_get = what.kind == staged_op::get;
     group_sync(g);
-    unsigned slot_index = is_leader(g) ? take_staging_slot(c, what.name()) : 0;
-    if constexpr (broadcasting_group<G>) slot_index = broadcast_from_leader(g, slot_index);
+    unsigned const slot_index = detail::take_staging_slot(g, c.state().staging_slots, what.name(), c.control_header());
     staging_run run{c, what, queue(c, pe), peer, bytes, pe, slot_index};
-    // Who copies: the whole group; or, into a local variable (each thread's own), every thread
-    // its own copy; or one thread, where only it may (a put from its local variable) or only it
-    // knows the slot (a group type without shfl).
-    bool const thread_private = __isLocal(local_buffer);
-    bool const whole_group = broadcasting_group<G> && !thread_private;
-    bool const every_thread = broadcasting_group<G> && thread_private && is_get;
-    bool const copies = whole_group || every_thread || is_leader(g);
-    unsigned const rank = whole_group ? group_rank(g) : 0;
-    unsigned const size = whole_group ? group_size(g) : 1;
-    auto* const mine = static_cast<unsigned char*>(local_buffer);
-    if (is_leader(g)) run.start();
-    for (std::size_t k = 0; k < run.chunks(); ++k) {
-      if (is_leader(g)) run.before_copy(k);
-      group_sync(g);
-      unsigned char* const at = mine + k * staging_run::half_bytes;
-      if (copies) {
-        if (is_get) {
-          copy_part(at, run.half(k), run.length(k), rank, size);
-        } else {
-          copy_part(run.half(k), at, run.length(k), rank, size);
-        }
-      }
-      group_sync(g);
-      if (is_leader(g)) run.after_copy(k);
-    }
-    if (is_leader(g)) run.end(blocking);
-    group_sync(g);
+    detail::run_staged(g, run, local_buffer, what.kind == staged_op::get, blocking);
   }
 
   /// Where queue q's WQE at `index` has its result slot and owner word (one per WQEBB of the ring).

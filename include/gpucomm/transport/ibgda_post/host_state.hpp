@@ -40,7 +40,7 @@
 
 namespace gpucomm::detail {
 
-static_assert(ibgda_regions::capacity >= world::max_registered_buffers,
+static_assert(local_regions::capacity >= world::max_registered_buffers,
               "IBGDAPost's device table holds every buffer the world lets a PE register");
 
 class ibgda_host final : public ibgda_nic {
@@ -211,10 +211,10 @@ class ibgda_host final : public ibgda_nic {
     std::uint32_t* key_rows = nullptr;       // the kernels' copy of the endpoint's key table
     std::uint64_t* results = nullptr;        // result slots, discard word, owner words: one allocation
     std::uint64_t* result_owners = nullptr;  // inside it
-    unsigned char* staging = nullptr;        // ibgda_staging::slots x 2 halves
-    ibgda_staging_slot* staging_slots = nullptr;
-    ibgda_regions* regions = nullptr;      // the device's table of registered buffers
-    std::vector<ibgda_region> registered;  // what it holds
+    unsigned char* staging = nullptr;        // staging_layout::slots x 2 halves
+    staging_slot* staging_slots = nullptr;
+    local_regions* regions = nullptr;      // the device's table of registered buffers
+    std::vector<local_region> registered;  // what it holds
   };
 
   /// Copies `count` words of rows, from the first row of heap offset `offset`, into l's device table.
@@ -235,7 +235,7 @@ class ibgda_host final : public ibgda_nic {
   void upload_regions(local const& l) {
     current_device_guard const keep;
     GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
-    ibgda_regions table{};
+    local_regions table{};
     table.count = static_cast<std::uint32_t>(l.registered.size());
     std::copy(l.registered.begin(), l.registered.end(), table.entries);
     GPUCOMM_CUDA_CHECK(cudaMemcpy(l.regions, &table, sizeof(table), cudaMemcpyHostToDevice), l.pe);
@@ -278,16 +278,15 @@ class ibgda_host final : public ibgda_nic {
       l.results_mr = std::make_unique<verbs_gpu::host::memory_region>(*e.nic, l.results, result_bytes, true,
                                                                       verbs_gpu::host::access::local_write);
       // Staging: what puts from, and gets into, memory the NIC does not know go through.
-      std::size_t const staging_bytes = ibgda_staging::slots * 2 * ibgda_staging::half_bytes;
+      std::size_t const staging_bytes = staging_layout::bytes;
       GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.staging), staging_bytes), pe);
       l.staging_mr = std::make_unique<verbs_gpu::host::memory_region>(*e.nic, l.staging, staging_bytes, true,
                                                                       verbs_gpu::host::access::local_write);
       GPUCOMM_CUDA_CHECK(
-          cudaMalloc(reinterpret_cast<void**>(&l.staging_slots), ibgda_staging::slots * sizeof(ibgda_staging_slot)),
-          pe);
-      GPUCOMM_CUDA_CHECK(cudaMemset(l.staging_slots, 0, ibgda_staging::slots * sizeof(ibgda_staging_slot)), pe);
-      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.regions), sizeof(ibgda_regions)), pe);
-      GPUCOMM_CUDA_CHECK(cudaMemset(l.regions, 0, sizeof(ibgda_regions)), pe);
+          cudaMalloc(reinterpret_cast<void**>(&l.staging_slots), staging_layout::slots * sizeof(staging_slot)), pe);
+      GPUCOMM_CUDA_CHECK(cudaMemset(l.staging_slots, 0, staging_layout::slots * sizeof(staging_slot)), pe);
+      GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.regions), sizeof(local_regions)), pe);
+      GPUCOMM_CUDA_CHECK(cudaMemset(l.regions, 0, sizeof(local_regions)), pe);
       GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&l.counters), nq * sizeof(verbs_gpu::qp_counters)), pe);
       GPUCOMM_CUDA_CHECK(cudaMemset(l.counters, 0, nq * sizeof(verbs_gpu::qp_counters)), pe);
       verbs_gpu::host::qp_options qo;
