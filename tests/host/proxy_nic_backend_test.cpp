@@ -2,7 +2,8 @@
 // under verbs_gpu's set-up (two modelled devices, a host_qp per peer, an MR per heap block, the
 // key table the backend looks keys up in), host memory for two PEs' heaps, each heap two blocks.
 // Every command kind end to end (data, signals, every atomic on 32- and 64-bit words with the
-// fetched value), refusals (outside the heap, across two blocks), an error completion and the
+// fetched value), refusals (outside the heap, across two blocks), registered local buffers outside
+// the heap (nic_local_buffers) both ways, an error completion and the
 // queue it leaves in error, dropped doorbells (the backend rings again), and a pass of many
 // commands announced to the NIC only at its end (mark()). The expected values are computed here, not by the model.
 #include <catch2/catch.hpp>
@@ -59,6 +60,9 @@ struct two_pes {
   std::vector<std::uint32_t> rows[2];                // each PE's key table
   gpucomm::detail::proxy_failures failures;
   std::unique_ptr<gpucomm::detail::nic_backend> backend[2];
+  /// Each PE's registered local memory outside its heap, as the set-up shares it with the backend.
+  std::shared_ptr<gpucomm::detail::nic_local_buffers> buffers[2] = {
+      std::make_shared<gpucomm::detail::nic_local_buffers>(), std::make_shared<gpucomm::detail::nic_local_buffers>()};
   std::set<std::uint64_t> done[2];
 
   /// flush: the placement's flush_gpu_writes of each PE (called with the PE), as the proxy sets it
@@ -110,6 +114,7 @@ struct two_pes {
       at.results_lkey = results_mr[pe]->lkey();
       at.result_slots = result_slots;
       at.paths = {3, 3};
+      at.buffers = buffers[pe];
       if (flush) at.flush_gpu_writes = [flush, pe] { return flush(pe); };
       std::vector<gpucomm::verbs_gpu::send_queue> queues;
       for (auto const& q : qps[pe]) queues.push_back(q->send_queue());
@@ -358,7 +363,7 @@ TEST_CASE("ProxyQueue NIC backend: refuses what the NIC cannot reach, and record
   command signal = make(command_op::signal, 1, 0, 0, 0);
   signal.signal = outside_addr;
   std::vector<refused> const cases = {
-      {make(command_op::put, 1, p.addr(0, 0), outside_addr, 64), "source is not in this PE's symmetric heap"},
+      {make(command_op::put, 1, p.addr(0, 0), outside_addr, 64), "source is neither in this PE's symmetric heap"},
       {make(command_op::put, 1, outside_addr, p.addr(0, 0), 64), "destination is not in this PE's symmetric heap"},
       {make(command_op::put, 1, p.addr(0, heap_bytes - 8), p.addr(0, 0), 64), "destination is not in this PE's"},
       {make(command_op::put, 1, p.addr(0, block_bytes - 8), p.addr(0, 0), 64),
@@ -367,7 +372,9 @@ TEST_CASE("ProxyQueue NIC backend: refuses what the NIC cannot reach, and record
       {make(command_op::get, 1, p.addr(0, 0), p.addr(0, block_bytes - 8), 64),
        "source is not in this PE's "
        "symmetric heap, in one live allocation"},
-      {make(command_op::get, 1, outside_addr, p.addr(0, 0), 64), "destination is not in this PE's symmetric heap"},
+      {make(command_op::get, 1, outside_addr, p.addr(0, 0), 64), "destination is neither in this PE's symmetric heap"},
+      {make(command_op::put, 1, p.addr(0, 0), p.addr(0, block_bytes - 8), 64),
+       "source is neither in this PE's symmetric heap, in one live allocation"},
       {make(command_op::put, 2, p.addr(0, 0), p.addr(0, 0), 64), "target PE is outside the world"},
       {atomic, "not an aligned 4- or 8-byte word"},
       {bad_op, "atomic operation is unknown"},
@@ -387,6 +394,62 @@ TEST_CASE("ProxyQueue NIC backend: refuses what the NIC cannot reach, and record
     CHECK(f->ticket == ticket - 1);
   }
   CHECK(std::all_of(outside.begin(), outside.end(), [](unsigned char b) { return b == 1; }));
+}
+
+TEST_CASE("ProxyQueue NIC backend: registered local buffers carry data both ways, others are refused", "[proxy][nic]") {
+  two_pes p;
+  constexpr std::size_t bytes = 8192;
+  std::unique_ptr<unsigned char, free_deleter> outside(static_cast<unsigned char*>(std::aligned_alloc(4096, bytes)));
+  auto const base = reinterpret_cast<std::uint64_t>(outside.get());
+  auto const mr = std::make_unique<vh::memory_region>(*p.dev[0], outside.get(), bytes, false, vh::access::local_write);
+  std::uint64_t ticket = 0;
+  auto const refused = [&](command const& c, char const* why) {
+    INFO(why);
+    CHECK(p.issue(0, c, ticket++));
+    std::uint64_t count = 0;
+    auto const f = p.failures.take(count);
+    REQUIRE(f.has_value());
+    CHECK(f->what.find(why) != std::string::npos);
+  };
+  for (std::size_t k = 0; k < bytes; ++k) outside.get()[k] = static_cast<unsigned char>(k * 7 + 3);
+  // Not registered yet: refused, nothing moved.
+  refused(make(command_op::put, 1, p.addr(0, 0), base, bytes), "source is neither in this PE's symmetric heap");
+  CHECK(p.at<std::uint64_t>(1, 0) == 0);
+  p.buffers[0]->add({base, bytes, gpucomm::verbs_gpu::to_be32(mr->lkey()), 0});
+  // A put from it, in full; a get into its second half.
+  std::uint64_t t = ticket++;
+  REQUIRE_FALSE(p.issue(0, make(command_op::put, 1, p.addr(0, 0), base, bytes), t));
+  REQUIRE(p.wait(0, t));
+  for (std::size_t k = 0; k < bytes; ++k) {
+    INFO("byte " << k);
+    REQUIRE(p.heap[1].get()[k] == static_cast<unsigned char>(k * 7 + 3));
+  }
+  for (std::size_t k = 0; k < bytes / 2; ++k) p.heap[1].get()[65536 + k] = static_cast<unsigned char>(k * 5 + 1);
+  t = ticket++;
+  REQUIRE_FALSE(p.issue(0, make(command_op::get, 1, base + bytes / 2, p.addr(0, 65536), bytes / 2), t));
+  REQUIRE(p.wait(0, t));
+  for (std::size_t k = 0; k < bytes / 2; ++k) {
+    INFO("byte " << k);
+    REQUIRE(outside.get()[bytes / 2 + k] == static_cast<unsigned char>(k * 5 + 1));
+    REQUIRE(outside.get()[k] == static_cast<unsigned char>(k * 7 + 3));  // the first half untouched
+  }
+  // Past its end: refused.
+  refused(make(command_op::put, 1, p.addr(0, 0), base + bytes - 8, 64), "source is neither");
+  refused(make(command_op::get, 1, base + bytes - 8, p.addr(0, 0), 64), "destination is neither");
+  // A put_signal of no bytes names no local memory: its signal alone.
+  command ps = make(command_op::put_signal, 1, p.addr(0, 128 * 1024), 12345, 0);
+  ps.signal = p.addr(0, 4096);
+  ps.value = 9;
+  ps.signal_op = static_cast<std::uint8_t>(gpucomm::signal_op::set);
+  t = ticket++;
+  REQUIRE_FALSE(p.issue(0, ps, t));
+  REQUIRE(p.wait(0, t));
+  CHECK(p.at<std::uint64_t>(1, 4096) == 9);
+  // Removed: refused again.
+  p.buffers[0]->remove(base);
+  refused(make(command_op::put, 1, p.addr(0, 0), base, 64), "source is neither");
+  std::uint64_t count = 0;
+  CHECK_FALSE(p.failures.take(count).has_value());
 }
 
 TEST_CASE("ProxyQueue NIC backend: an error completion fails its commands and the queue, and is reported",

@@ -31,6 +31,7 @@
 #include "../../host/detail/hardware_queues.hpp"
 #include "../../detail/bounded_wait.cuh"
 #include "../../host/world_options.hpp"
+#include "../../detail/staging.hpp"
 #include "command_ring.cuh"
 #include "detail/copy_engine.hpp"
 #include "settings.hpp"
@@ -86,6 +87,12 @@ class proxy_queue_host_of {
   /// failure recorded since the last call, thrown.
   void on_synchronize() const;
 
+  /// world::register_buffer: with a network backend, PE b.pe's kernels find the buffer in their
+  /// table and send from it (or receive into it) without staging; the NIC backend registers it.
+  void on_register_buffer(registered_buffer const& b);
+  /// world::unregister_buffer: the proxy drained, the buffer leaves the table and the NIC.
+  void on_unregister_buffer(registered_buffer const& b);
+
  private:
   template <class T>
   struct host_free {
@@ -108,6 +115,12 @@ class proxy_queue_host_of {
     std::unique_ptr<std::uint8_t[], device_free<std::uint8_t>> paths;      // [peer], with a network backend
     std::unique_ptr<std::uint64_t[], device_free<std::uint64_t>> results;  // [slots + 1], with a network backend
     std::unique_ptr<std::uint32_t[], device_free<std::uint32_t>> claims;   // [slots], with a network backend
+    // With a network backend: the staging area (staging_layout::bytes), its slots' control words,
+    // and the device's table of the registered buffers (detail/staging.hpp), with what it holds.
+    std::unique_ptr<unsigned char[], device_free<unsigned char>> staging;
+    std::unique_ptr<staging_slot[], device_free<staging_slot>> staging_slots;
+    std::unique_ptr<local_regions[], device_free<local_regions>> regions;
+    std::vector<local_region> registered;
     proxy_ring ring;
   };
 
@@ -126,10 +139,14 @@ class proxy_queue_host_of {
   /// through the network backend too: one atomicity domain per word, whoever updates it.
   static std::vector<std::uint8_t> choose_paths(World const& w, proxy_backends backends);
 
-  /// A PE's device tables for a network backend: its paths to every peer, and the result slots
-  /// (as many as the ring has commands: more waiting callers wait for one; and one more word for
-  /// the old values nobody reads) with their claims.
+  /// A PE's device tables for a network backend: its paths to every peer, the result slots (as
+  /// many as the ring has commands: more waiting callers wait for one; and one more word for the
+  /// old values nobody reads) with their claims, the staging area and the registered buffers.
   void make_device_tables(local& l);
+
+  /// PE l.pe's registered buffers into its kernels' table (rewritten whole: no kernel of that PE
+  /// uses it meanwhile, as world::register_buffer says).
+  void upload_regions(local const& l) const;
 
   /// The engine backend of every local PE (detail/engine_setup.hpp, linked through
   /// detail/engine_link.hpp): an engine per PE, connected and given every PE's heap slot through
@@ -172,6 +189,7 @@ class proxy_queue_host_of {
   std::uint32_t store_path_bytes_ = 0;
   mutable proxy_failures failures_;
   std::vector<std::uint8_t> paths_;              // [from * npes + to]: proxy_path bits; empty: no network
+  proxy_network network_ = proxy_network::nic;   // which network backend, with paths_
   std::unique_ptr<proxy_engines_base> engines_;  // the engine backends' engines (before locals_: outlive the backends)
   std::vector<std::unique_ptr<local>> locals_;
   // The NIC backends' NICs, queues and registrations (after locals_: they go before the result slots

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "../../config.hpp"
+#include "../../detail/staging.hpp"
 #include "../../verbs_gpu/detail/endian.cuh"
 #include "command_ring.cuh"
 
@@ -22,7 +23,7 @@ enum proxy_path : std::uint8_t {
 /// What ProxyQueue's device code needs: this PE's command ring, how far apart the PEs' heap slots
 /// are (the operations the GPU carries out itself reach peers through the mapped heap,
 /// host/detail/heap.hpp), and, when some peer is reached through the NIC, the paths to each peer
-/// and the slots where the NIC leaves fetched values.
+/// and the slots where the NIC leaves fetched values, and what stages local buffers for it.
 struct proxy_queue_state {
   proxy_queue::command_ring ring{};
   std::size_t stride = 0;
@@ -36,6 +37,16 @@ struct proxy_queue_state {
   /// Puts, gets and put_signals of at most this many bytes to a peer the copy engines serve go
   /// through the calling group's own loads and stores instead (proxy_options::store_path_bytes).
   std::uint32_t store_path_bytes = 0;
+  /// With a network backend, for the local buffers it does not reach (detail/staging.hpp):
+  /// staging_layout::slots slots of two halves in GPU memory it reaches, their control words, and
+  /// the buffers registered with world::register_buffer (which it reaches).
+  unsigned char* staging = nullptr;
+  staging_slot* staging_slots = nullptr;
+  local_regions const* regions = nullptr;
+  /// Whether the network backend reads and writes any global memory of the GPU (an engine): then
+  /// only shared memory and local variables are staged; else (the NIC) all but the heap and the
+  /// registered buffers.
+  bool network_reads_global = false;
 };
 static_assert(std::is_trivially_copyable_v<proxy_queue_state>);
 

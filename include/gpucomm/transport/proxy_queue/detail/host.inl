@@ -11,6 +11,7 @@ proxy_queue_host_of<World>::proxy_queue_host_of(World& w, proxy_options const& o
   proxy_threads const threads = proxy_threads_from(options.threads, first);
   proxy_backends const backends = proxy_backends_from(options.backends, first);
   proxy_network const network = proxy_network_from(options.network, first);
+  network_ = network;
   issue_delay_ = std::chrono::microseconds(options.issue_delay_us);
   store_path_bytes_ = proxy_store_path_bytes_from(options.store_path_bytes, first);
   paths_ = choose_paths(w, backends);
@@ -29,6 +30,9 @@ proxy_queue_host_of<World>::proxy_queue_host_of(World& w, proxy_options const& o
       set_up_engines(options);
     } else {
       set_up_nic(make_nic, options);
+    }
+    for (registered_buffer const& b : w.registered_buffers()) {
+      if (w.is_local(b.pe)) on_register_buffer(b);
     }
   }
   try {
@@ -84,7 +88,55 @@ proxy_queue_state proxy_queue_host_of<World>::device_state_for(int pe) const {
   s.result_claims = l.claims.get();
   s.result_slots = l.results ? static_cast<std::uint32_t>(std::size_t{1} << log_depth_) : 0;
   s.store_path_bytes = store_path_bytes_;
+  s.staging = l.staging.get();
+  s.staging_slots = l.staging_slots.get();
+  s.regions = l.regions.get();
+  s.network_reads_global = !paths_.empty() && network_ == proxy_network::engine;
   return s;
+}
+
+template <class World>
+void proxy_queue_host_of<World>::on_register_buffer(registered_buffer const& b) {
+  if (paths_.empty()) return;
+  local& l = local_of(b.pe);
+  if (nic_) nic_->add_buffer(b);
+  l.registered.push_back({reinterpret_cast<std::uint64_t>(b.ptr), b.bytes, 0, 0});
+  try {
+    upload_regions(l);
+  } catch (...) {
+    l.registered.pop_back();
+    if (nic_) nic_->remove_buffer(b);
+    throw;
+  }
+}
+
+template <class World>
+void proxy_queue_host_of<World>::on_unregister_buffer(registered_buffer const& b) {
+  if (paths_.empty()) return;
+  local& l = local_of(b.pe);
+  auto const base = reinterpret_cast<std::uint64_t>(b.ptr);
+  for (std::size_t i = 0; i < l.registered.size(); ++i) {
+    if (l.registered[i].base != base) continue;
+    l.registered.erase(l.registered.begin() + static_cast<std::ptrdiff_t>(i));
+    upload_regions(l);
+    break;
+  }
+  // Commands posted before may still read or write the buffer: they finish first.
+  if (std::string const left = drain(std::chrono::seconds(60)); !left.empty()) {
+    throw error("world::unregister_buffer (ProxyQueue)", b.pe, left,
+                "a kernel that took a ticket must publish it: did a kernel trap while posting?");
+  }
+  if (nic_) nic_->remove_buffer(b);
+}
+
+template <class World>
+void proxy_queue_host_of<World>::upload_regions(local const& l) const {
+  current_device_guard const keep;
+  GPUCOMM_CUDA_CHECK(cudaSetDevice(l.ring.device), l.pe);
+  local_regions table{};
+  table.count = static_cast<std::uint32_t>(l.registered.size());
+  std::copy(l.registered.begin(), l.registered.end(), table.entries);
+  GPUCOMM_CUDA_CHECK(cudaMemcpy(l.regions.get(), &table, sizeof(table), cudaMemcpyHostToDevice), l.pe);
 }
 
 template <class World>
@@ -194,6 +246,12 @@ void proxy_queue_host_of<World>::make_device_tables(local& l) {
   l.paths = device_copy(mine, l.pe, l.ring.device);
   l.results = device_copy(std::vector<std::uint64_t>(depth + 1, 0), l.pe, l.ring.device);
   l.claims = device_copy(std::vector<std::uint32_t>(depth, 0), l.pe, l.ring.device);
+  unsigned char* staging = nullptr;
+  GPUCOMM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&staging), staging_layout::bytes), l.pe);
+  l.staging =
+      std::unique_ptr<unsigned char[], device_free<unsigned char>>(staging, device_free<unsigned char>{l.ring.device});
+  l.staging_slots = device_copy(std::vector<staging_slot>(staging_layout::slots), l.pe, l.ring.device);
+  l.regions = device_copy(std::vector<local_regions>(1), l.pe, l.ring.device);
 }
 
 template <class World>
@@ -234,6 +292,7 @@ void proxy_queue_host_of<World>::set_up_nic(proxy_nic_factory make, proxy_option
     p.result_slots = static_cast<std::uint32_t>(std::size_t{1} << log_depth_);
     p.paths.assign(paths_.begin() + static_cast<std::ptrdiff_t>(l->pe * npes),
                    paths_.begin() + static_cast<std::ptrdiff_t>((l->pe + 1) * npes));
+    p.staging = l->staging.get();
     pes.push_back(std::move(p));
   }
   nic_ = make(*world_, options, std::move(pes), failures_);

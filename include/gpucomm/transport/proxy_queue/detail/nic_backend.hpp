@@ -19,8 +19,10 @@
 //               it has read it: state.hpp), the others' in a slot nobody reads.
 // Keys: every block of the symmetric heap is a memory region of its own (transport/nic/endpoints.hpp); the
 // PE's key table in host memory (heap_keys.hpp) gives the block's lkey and every PE's rkey by heap
-// page. Local buffers and targets must lie in one live block of the PE's symmetric heap, which is
-// all the NIC has registered: anything else is refused and recorded, never posted.
+// page. Targets must lie in one live block of the peer's symmetric heap; local buffers in one live
+// block of this PE's, or in one of the PE's local_buffers (below: its staging area and the buffers
+// of world::register_buffer), which is all the NIC has registered: anything else is refused and
+// recorded, never posted. The device stages every other local buffer (device.cuh).
 //
 // Doorbells: issue() writes a command's WQEs and publishes them without ringing (the send queue's
 // defer_doorbell; it rings by itself once ring_step WQEBBs are unannounced); mark(), which the proxy
@@ -44,10 +46,12 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "../../../callback.hpp"
+#include "../../../detail/staging.hpp"
 #include "../../../verbs_gpu/send_queue.cuh"
 #include "../../nic/heap_keys.hpp"
 #include "../../nic/atomics.cuh"
@@ -57,6 +61,37 @@
 #include "failures.hpp"
 
 namespace gpucomm::detail {
+
+/// The local memory outside the heap that one PE's NIC has registered (its staging area, and the
+/// buffers of world::register_buffer), with their keys: changed by the world's thread (register_buffer),
+/// read by the proxy thread.
+class nic_local_buffers {
+ public:
+  void add(local_region const& r) {
+    std::lock_guard<std::mutex> const hold(m_);
+    list_.push_back(r);
+  }
+  void remove(std::uint64_t base) noexcept {
+    std::lock_guard<std::mutex> const hold(m_);
+    for (std::size_t i = 0; i < list_.size(); ++i) {
+      if (list_[i].base != base) continue;
+      list_.erase(list_.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+  }
+  /// The lkey (wire order) of the buffer holding all of [address, address + bytes), or
+  /// heap_keys::none.
+  std::uint32_t lkey_wire(std::uint64_t address, std::uint64_t bytes) const {
+    std::lock_guard<std::mutex> const hold(m_);
+    for (local_region const& r : list_)
+      if (range_within(address, bytes, r.base, r.bytes)) return r.lkey_wire;
+    return heap_keys::none;
+  }
+
+ private:
+  mutable std::mutex m_;
+  std::vector<local_region> list_;
+};
 
 class nic_backend {
  public:
@@ -78,6 +113,8 @@ class nic_backend {
     std::uint32_t results_lkey = 0;    ///< their registration
     std::uint32_t result_slots = 0;    ///< slots a command may name
     std::vector<std::uint8_t> paths;   ///< [peer]: proxy_path bits
+    /// The registered local memory outside the heap (shared with the set-up, which changes it).
+    std::shared_ptr<nic_local_buffers const> buffers;
     /// Makes the NIC's completed writes into this PE's GPU memory visible to the GPU
     /// (cudaDeviceFlushGPUDirectRDMAWrites); the error's text, or empty. Unset where the GPU
     /// orders them with their completions (and on the model, which writes with CUDA copies).
@@ -155,22 +192,27 @@ class nic_backend {
   /// The lkey (wire order) of the one live heap block holding all of [address, address + bytes),
   /// or heap_keys::none.
   std::uint32_t block_lkey(std::uint64_t address, std::uint64_t bytes) const;
-  /// Whether the NIC reaches [address, address + bytes): one live block (nothing, for 0 bytes, but
-  /// the address must still be the heap's).
+  /// Whether the NIC reaches [address, address + bytes) of the heap: one live block (nothing, for 0
+  /// bytes, but the address must still be the heap's).
   bool reachable(std::uint64_t address, std::uint64_t bytes) const;
+  /// The lkey (wire order) of the local memory holding all of [address, address + bytes): one live
+  /// heap block or one registered buffer; heap_keys::none when neither (a command of 0 bytes names
+  /// no local memory: its address is not looked at).
+  std::uint32_t local_lkey(std::uint64_t address, std::uint64_t bytes) const;
   bool is_word(std::uint64_t address, std::uint64_t bytes) const;
   static std::string not_in_heap(char const* what);
+  static std::string not_registered(char const* what);
 
   /// The peer's copy of this PE's heap address `address`.
   verbs_gpu::remote_buf remote(int peer, std::uint64_t address) const;
-  verbs_gpu::local_buf local(std::uint64_t address, std::uint32_t bytes) const;
   bool is_result_slot(std::uint64_t address) const;
   /// Where the NIC puts the old value: the command's result slot, or (address 0) the discarded word.
   verbs_gpu::local_buf result_at(std::uint64_t address, std::uint32_t bytes) const;
 
   /// The writes (or reads) of command c, in WQEs of at most max_message_bytes, in batches the ring
-  /// takes; the last one's index goes to `last`.
-  bool post_chunks(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last, bool write);
+  /// takes, from (or into) local memory of key `lkey`; the last one's index goes to `last`.
+  bool post_chunks(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last, bool write,
+                   std::uint32_t lkey);
 
   bool post_signal(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last);
 

@@ -24,21 +24,25 @@ inline bool nic_backend::issue(proxy_queue::command const& c, std::uint64_t tick
   std::uint64_t last = 0;
   switch (c.op) {
     case command_op::put:
-    case command_op::put_signal:
+    case command_op::put_signal: {
       if (!reachable(c.dst, c.bytes)) return refuse(c, ticket, not_in_heap("destination"));
-      if (!reachable(c.src, c.bytes)) return refuse(c, ticket, not_in_heap("source"));
+      std::uint32_t const lkey = local_lkey(c.src, c.bytes);
+      if (c.bytes != 0 && lkey == heap_keys::none) return refuse(c, ticket, not_registered("source"));
       if (c.op == command_op::put_signal && !is_word(c.signal, 8))
         return refuse(c, ticket, "its signal word is not an aligned word of this PE's symmetric heap");
-      if (c.bytes != 0 && !post_chunks(q, c, ticket, last, true)) return true;
+      if (c.bytes != 0 && !post_chunks(q, c, ticket, last, true, lkey)) return true;
       if (c.op == command_op::put_signal && !post_signal(q, c, ticket, last)) return true;
       if (c.op == command_op::put && c.bytes == 0) return true;
       break;
-    case command_op::get:
+    }
+    case command_op::get: {
       if (!reachable(c.src, c.bytes)) return refuse(c, ticket, not_in_heap("source"));
-      if (!reachable(c.dst, c.bytes)) return refuse(c, ticket, not_in_heap("destination"));
+      std::uint32_t const lkey = local_lkey(c.dst, c.bytes);
+      if (c.bytes != 0 && lkey == heap_keys::none) return refuse(c, ticket, not_registered("destination"));
       if (c.bytes == 0) return true;
-      if (!post_chunks(q, c, ticket, last, false)) return true;
+      if (!post_chunks(q, c, ticket, last, false, lkey)) return true;
       break;
+    }
     case command_op::signal:
       if (!is_word(c.signal, 8))
         return refuse(c, ticket, "its signal word is not an aligned word of this PE's symmetric heap");
@@ -86,6 +90,12 @@ inline bool nic_backend::reachable(std::uint64_t address, std::uint64_t bytes) c
   return bytes == 0 ? in_slot(address, 0) : block_lkey(address, bytes) != heap_keys::none;
 }
 
+inline std::uint32_t nic_backend::local_lkey(std::uint64_t address, std::uint64_t bytes) const {
+  std::uint32_t const key = block_lkey(address, bytes);
+  if (key != heap_keys::none || !at_.buffers) return key;
+  return at_.buffers->lkey_wire(address, bytes);
+}
+
 inline bool nic_backend::is_word(std::uint64_t address, std::uint64_t bytes) const {
   return address % bytes == 0 && reachable(address, bytes);
 }
@@ -95,13 +105,15 @@ inline std::string nic_backend::not_in_heap(char const* what) {
          " is not in this PE's symmetric heap, in one live allocation: that is all the NIC reaches";
 }
 
+inline std::string nic_backend::not_registered(char const* what) {
+  return std::string("its ") + what +
+         " is neither in this PE's symmetric heap, in one live allocation, nor in one registered buffer: that is all "
+         "the NIC reaches (the device stages every other local buffer)";
+}
+
 inline verbs_gpu::remote_buf nic_backend::remote(int peer, std::uint64_t address) const {
   std::uint64_t const offset = address - at_.slot;
   return {at_.bases[static_cast<std::size_t>(peer)] + offset, at_.keys.rkey_wire(offset, peer), true};
-}
-
-inline verbs_gpu::local_buf nic_backend::local(std::uint64_t address, std::uint32_t bytes) const {
-  return {address, bytes, at_.keys.lkey_wire(address - at_.slot), true};
 }
 
 inline bool nic_backend::is_result_slot(std::uint64_t address) const {
@@ -115,7 +127,7 @@ inline verbs_gpu::local_buf nic_backend::result_at(std::uint64_t address, std::u
 }
 
 inline bool nic_backend::post_chunks(queue& q, proxy_queue::command const& c, std::uint64_t ticket, std::uint64_t& last,
-                                     bool write) {
+                                     bool write, std::uint32_t lkey) {
   std::uint64_t const chunks = (c.bytes + max_message_bytes - 1) / max_message_bytes;
   std::uint64_t const per_batch = q.sq.depth() / 4;
   for (std::uint64_t first = 0; first < chunks; first += per_batch) {
@@ -123,8 +135,8 @@ inline bool nic_backend::post_chunks(queue& q, proxy_queue::command const& c, st
     auto build = [&](verbs_gpu::wqe_slot const& s, std::uint32_t i) {
       std::uint64_t const at = (first + i) * max_message_bytes;
       auto const len = static_cast<std::uint32_t>(c.bytes - at < max_message_bytes ? c.bytes - at : max_message_bytes);
-      if (write) return verbs_gpu::build_rdma_write(s, local(c.src + at, len), remote(c.pe, c.dst + at));
-      return verbs_gpu::build_rdma_read(s, local(c.dst + at, len), remote(c.pe, c.src + at));
+      if (write) return verbs_gpu::build_rdma_write(s, {c.src + at, len, lkey, true}, remote(c.pe, c.dst + at));
+      return verbs_gpu::build_rdma_read(s, {c.dst + at, len, lkey, true}, remote(c.pe, c.src + at));
     };
     if (!posted(
             q, c, ticket,

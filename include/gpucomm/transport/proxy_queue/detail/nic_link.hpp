@@ -30,6 +30,8 @@ struct proxy_nic_pe {
   std::uint64_t* results = nullptr;
   std::uint32_t result_slots = 0;
   std::vector<std::uint8_t> paths;  ///< [peer]: proxy_path bits
+  /// staging_layout::bytes in GPU memory, where the device stages local buffers (detail/staging.hpp).
+  unsigned char* staging = nullptr;
 };
 
 /// The NIC backends of a world's local PEs, set up and serving (their NICs, queues and
@@ -45,6 +47,11 @@ class proxy_nic {
   virtual void add_heap_block(std::size_t offset, std::size_t bytes) = 0;
   /// world::deallocate, the proxy drained: the block's regions go. Never throws.
   virtual void remove_heap_block(std::size_t offset, std::size_t bytes) noexcept = 0;
+  /// world::register_buffer: PE b.pe's NIC registers the buffer, and its backend takes commands
+  /// from and into it. Throws gpucomm::error.
+  virtual void add_buffer(registered_buffer const& b) = 0;
+  /// world::unregister_buffer, the proxy drained: the buffer's region goes. Never throws.
+  virtual void remove_buffer(registered_buffer const& b) noexcept = 0;
   /// Throws the first error no completion carries (the NICs' asynchronous events).
   virtual void check_async_events() const = 0;
   /// The NIC model stops executing: nothing reads memory being released after this.
