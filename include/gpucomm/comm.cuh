@@ -24,6 +24,16 @@
 // contract.cuh say the same. Operations a transport does not write itself (put_signal,
 // fence, barrier, wait_until) come from the contract, built from its primitives.
 //
+// Local buffers: a put's or put_signal's `src` and a get's `dst` may be anywhere a kernel addresses,
+// on every transport: the symmetric heap, a buffer given to world::register_buffer, any other
+// device memory, shared memory, a local variable. A local variable is each thread's own, so a put
+// from one sends the same bytes only when every thread of g holds them (or g is one thread), and a
+// get into one is whole only for a group of one thread (load/store paths fill each thread's share
+// of its own copy, staged ones every thread's copy). Where a NIC moves the bytes (IBGDAPost,
+// ProxyQueue's network backend), the heap and registered buffers go straight to it and the rest
+// through the PE's staging slots (detail/staging.cuh), one extra copy per byte. Remote addresses
+// are always symmetric.
+//
 // Operations that need per-group scratch take it from the caller (scratch.hpp); none of these do,
 // except that fetching operations and the group wait_until of a group without shfl need
 // `gpucomm::with_scratch(g, storage)` as their group.

@@ -95,7 +95,7 @@ inline constexpr bool proxy_nic_backend = GPUCOMM_TEST_TRANSPORT == 7;
 /// Whether ProxyQueue's network backend is the network engine (8: proxy_network::engine).
 inline constexpr bool proxy_engine_backend = GPUCOMM_TEST_TRANSPORT == 8;
 /// Whether some peer's data goes through ProxyQueue's network backend (the NIC or the engine),
-/// which takes local buffers in global memory only (shared or local memory traps).
+/// which stages the local buffers it does not reach.
 inline constexpr bool proxy_network_backend = proxy_nic_backend || proxy_engine_backend;
 
 // ---- what the cases ask of the transport under test -----------------------------------------------
@@ -159,12 +159,18 @@ template <>
 inline constexpr bool anywhere_local_buffers<gpucomm::NVLinkStore> = true;
 template <>
 inline constexpr bool anywhere_local_buffers<gpucomm::IBGDAPost> = true;
+template <>
+inline constexpr bool anywhere_local_buffers<gpucomm::ProxyQueue> = true;
+template <std::size_t StageBytes, unsigned Stages, unsigned StoresInFlight, unsigned PrefetchAhead>
+inline constexpr bool anywhere_local_buffers<gpucomm::BasicP2PCopy<StageBytes, Stages, StoresInFlight, PrefetchAhead>> =
+    true;
 template <class... Legs>
 inline constexpr bool anywhere_local_buffers<gpucomm::route<Legs...>> = (anywhere_local_buffers<Legs> && ...);
 /// Whether puts take their source and gets their destination anywhere a kernel can address (shared
 /// memory, a local variable, cudaMalloc'd memory, registered or not) by every group kind and at
-/// every size, the subject of ops/local_buffers.cu: NVLinkStore (plain loads and stores, the
-/// reference), IBGDAPost (inline, staged or straight to the NIC) and routes over them.
+/// every size, the subject of ops/local_buffers.cu: every transport (the one local-buffer rule),
+/// NVLinkStore's plain loads and stores the reference; not MinimalStore, the tests' own transport
+/// of the minimum contract.
 inline constexpr bool local_buffers_anywhere = anywhere_local_buffers<transport_under_test>;
 
 /// Whether the group's own threads move put and get data with vector widths chosen by element size

@@ -6,9 +6,8 @@
 // Backends, chosen per peer by the host (state.hpp's paths): the NIC (detail/nic_backend.hpp: the
 // proxy posts RDMA writes, reads and atomics; the NIC model in this version) for peers not reached
 // through the mapped heap, and for every signal and atomic on the memory of a PE that some PE
-// reaches that way (the NIC is that memory's atomicity domain); local buffers of NIC commands must
-// lie in the symmetric heap (shared or local memory traps). Fetching NIC atomics read their value
-// from a result slot the calling thread claims and releases. With NIC peers, barrier is the
+// reaches that way (the NIC is that memory's atomicity domain). Fetching NIC atomics read their
+// value from a result slot the calling thread claims and releases. With NIC peers, barrier is the
 // contract's epoch barrier. The rest of this comment is the copy-engine backend:
 // the copy engines, for peers this PE reaches through the mapped heap
 // (same host, same GPU included). The proxy moves the bytes of put, get and put_signal with
@@ -24,6 +23,18 @@
 // and the copy engine microseconds however small it is. Ordering between the two paths: none
 // without a fence, as OpenSHMEM allows (a small put issued after a bulk put to the same bytes may
 // land first); fence and quiet complete both, so after a fence the small put lands last.
+//
+// Local buffers (a put's or put_signal's src, a get's dst) may be anywhere a kernel addresses, as
+// on every transport. To a peer the network backend serves: in the symmetric heap, or in a buffer
+// registered with world::register_buffer, the backend reads or writes it itself (the engine: any
+// global memory); anywhere else (cudaMalloc'd memory, shared memory, a local variable) the group
+// stages it through one of the PE's staging slots (detail/staging.cuh: two halves of 64 KiB that
+// the backend reaches, one command per 64 KiB chunk, the group copying the next chunk while the
+// backend moves the last). A staged get waits like a get; a staged put_nbi returns once its last
+// chunk is posted (the slot's next user waits for the backend to have read it); a staged
+// put_signal's signal travels with its last chunk, posted once the earlier chunks are complete.
+// Local variables: a put sends the leader's, a get fills every thread's (a group type without
+// shfl: the leader's).
 //
 // How each operation meets comm.cuh's contract:
 //   put             local src in global memory: g syncs (every thread's writes of src are ordered
@@ -69,6 +80,7 @@
 #include "../../detail/bounded_wait.cuh"
 #include "../../detail/copy.cuh"
 #include "../../detail/device_check.cuh"
+#include "../../detail/staging.cuh"
 #include "../../group.cuh"
 #include "../../ops.hpp"
 #include "../../sym_ptr.hpp"
@@ -104,8 +116,9 @@ struct ProxyQueue {
                              bool blocking) {
     detail::check_pe(pe, c.npes());
     std::size_t const bytes = n * sizeof(T);
+    if (by_network(c, pe) && !network_reaches(c, src, bytes))
+      return staged(c, g, staged_op{staged_op::put}, const_cast<T*>(src), dst.get(), bytes, pe, blocking);
     if (!engine_reaches(src) || by_stores(c, pe, bytes)) {
-      refuse_if_nic(c, pe, "put");
       detail::group_copy(g, peer_address(c, dst, pe), src, bytes);
       if (blocking) group_sync(g);
       return;
@@ -123,8 +136,9 @@ struct ProxyQueue {
                              bool blocking) {
     detail::check_pe(pe, c.npes());
     std::size_t const bytes = n * sizeof(T);
+    if (by_network(c, pe) && !network_reaches(c, dst, bytes))
+      return staged(c, g, staged_op{staged_op::get}, dst, src.get(), bytes, pe, true);
     if (!engine_reaches(dst) || by_stores(c, pe, bytes)) {
-      refuse_if_nic(c, pe, "get");
       detail::group_copy(g, dst, peer_address(c, src, pe), bytes);
       if (blocking) group_sync(g);
       return;
@@ -143,8 +157,11 @@ struct ProxyQueue {
     detail::check_pe(pe, c.npes());
     std::size_t const bytes = n * sizeof(T);
     std::uint8_t const path = path_to(c, pe);
+    if (by_network(c, pe) && !network_reaches(c, src, bytes)) {
+      return staged(c, g, staged_op{staged_op::put_signal, sig, value, op}, const_cast<T*>(src), dst.get(), bytes, pe,
+                    blocking);
+    }
     if (!engine_reaches(src) || by_stores(c, pe, bytes)) {
-      refuse_if_nic(c, pe, "put_signal");
       detail::group_copy(g, peer_address(c, dst, pe), src, bytes);
       signal(c, g, sig, value, op, pe);  // its group sync orders the copy's stores before the update
       return;
@@ -242,14 +259,21 @@ struct ProxyQueue {
     return bytes <= c.state().store_path_bytes && (path_to(c, pe) & detail::proxy_data_nic) == 0;
   }
 
-  /// Traps when pe's data goes through the NIC: a local buffer the copy engine cannot reach (shared
-  /// or local memory), the NIC cannot either.
-  __device__ static void refuse_if_nic(comm<ProxyQueue> const& c, int pe, char const* op) {
-    if ((path_to(c, pe) & detail::proxy_data_nic) != 0) {
-      detail::device_misuse(op,
-                            "ProxyQueue reaches this PE through the NIC, which takes local buffers in the symmetric "
-                            "heap only, and this one is in shared or local memory");
-    }
+  /// Whether pe's data goes through the network backend (the NIC or an engine).
+  __device__ static GPUCOMM_FORCEINLINE bool by_network(comm<ProxyQueue> const& c, int pe) {
+    return (path_to(c, pe) & detail::proxy_data_nic) != 0;
+  }
+
+  /// Whether the network backend reaches the local buffer [p, p + bytes) itself: global memory,
+  /// and for the NIC only this PE's heap and its registered buffers. Anything else is staged.
+  __device__ static bool network_reaches(comm<ProxyQueue> const& c, void const* p, std::size_t bytes) {
+    if (!engine_reaches(p)) return false;
+    device_state const& s = c.state();
+    if (s.network_reads_global) return true;
+    if (detail::range_within(reinterpret_cast<std::uintptr_t>(p), bytes,
+                             reinterpret_cast<std::uintptr_t>(c.control_header()), s.stride))
+      return true;
+    return detail::registered_region(*s.regions, p, bytes) != nullptr;
   }
 
   /// The leader's signal update in the word's atomicity domain: the GPU's own release at system
@@ -384,6 +408,92 @@ struct ProxyQueue {
       std::uint64_t const issued = c.state().ring.tickets_issued();
       if (issued != 0) wait(c, issued - 1, "quiet");
     }
+  }
+
+  using staged_op = detail::staged_op;
+
+  /// The leader's side of one staged operation (detail/staging.cuh's run): each chunk is one
+  /// command from (or into) its half of the slot, which the network backend reaches. Out of line
+  /// and independent of the group type: one copy per translation unit.
+  struct staging_run : detail::staging_run_base<staging_run> {
+    comm<ProxyQueue> const& c;
+    std::uintptr_t target;  ///< the symmetric address at pe: a put's dst, a get's src
+    int pe;
+    std::uint64_t last = no_ticket;  ///< the last command posted
+
+    __device__ staging_run(comm<ProxyQueue> const& c_, staged_op const& what_, void const* target_, std::size_t bytes_,
+                           int pe_, unsigned slot_index)
+        : staging_run_base(what_, c_.state().staging, c_.state().staging_slots, slot_index, bytes_),
+          c(c_),
+          target(reinterpret_cast<std::uintptr_t>(target_)),
+          pe(pe_) {}
+
+    /// Before the group copies chunk k: a put waits until the backend is done with the half's
+    /// previous chunk; a get waits for chunk k's read (wait() acquires its completion at system
+    /// scope; the group sync that follows extends it to the threads that copy it out).
+    __device__ GPUCOMM_NOINLINE void before_copy(std::size_t k) {
+      if (is_get()) {
+        wait(c, reading[k & 1], what.name());
+      } else {
+        drain_half(k & 1);
+      }
+    }
+    /// After the group copied chunk k (ordered before the post by the group sync and the post's
+    /// release at system scope): a put posts it and notes it in the slot; a put_signal's last
+    /// chunk carries the signal, once every earlier chunk is complete (an engine may complete
+    /// commands out of order); a get reads chunk k + 2 into the half.
+    __device__ GPUCOMM_NOINLINE void after_copy(std::size_t k) {
+      if (is_get()) {
+        if (k + 2 < chunks()) reading[k & 1] = post_read(k + 2);
+        return;
+      }
+      bool const signals = what.kind == staged_op::put_signal && k + 1 == chunks();
+      if (signals && last != no_ticket) wait(c, last, what.name());
+      last = post_chunk(k, signals ? proxy_queue::command_op::put_signal : proxy_queue::command_op::put);
+      slot.pending[k & 1] = last + 1;
+    }
+    /// A put_signal of no bytes: its signal alone. A blocking put's wait; then the slot goes back.
+    __device__ GPUCOMM_NOINLINE void end(bool blocking) {
+      if (!is_get()) {
+        if (what.kind == staged_op::put_signal && chunks() == 0)
+          last = post_chunk(0, proxy_queue::command_op::put_signal);
+        if (blocking && last != no_ticket) wait(c, last, what.name());
+      }
+      detail::give_back_staging_slot(slot);
+    }
+    /// Waits until the backend is done with the half's last command (a put reading it).
+    __device__ GPUCOMM_NOINLINE void drain_half(unsigned h) {
+      if (slot.pending[h] == 0) return;
+      wait(c, slot.pending[h] - 1, what.name());
+      slot.pending[h] = 0;
+    }
+    __device__ std::uint64_t post_read(std::size_t k) { return post_chunk(k, proxy_queue::command_op::get); }
+    /// The command that moves chunk k between its half and pe; its ticket.
+    __device__ std::uint64_t post_chunk(std::size_t k, proxy_queue::command_op op) {
+      std::uintptr_t const far = target + k * half_bytes;
+      void const* near = half(k);
+      bool const get = op == proxy_queue::command_op::get;
+      proxy_queue::command cmd = command_for(op, get ? near : reinterpret_cast<void const*>(far),
+                                             get ? reinterpret_cast<void const*>(far) : near, length(k), pe);
+      if (op == proxy_queue::command_op::put_signal) {
+        cmd.signal = reinterpret_cast<std::uintptr_t>(what.sig.get());
+        cmd.value = what.value;
+        cmd.signal_op = static_cast<std::uint8_t>(what.op);
+      }
+      return post(c, cmd, what.name());
+    }
+  };
+
+  /// A put, put_signal or get to a peer the network backend serves whose local buffer it does not
+  /// reach, through a staging slot (detail/staging.cuh); the leader's steps are staging_run's.
+  template <group G>
+  __device__ GPUCOMM_NOINLINE static void staged(comm<ProxyQueue> const& c, G const& g, staged_op const& what,
+                                                 void* local_buffer, void const* target, std::size_t bytes, int pe,
+                                                 bool blocking) {
+    group_sync(g);  // every thread's writes of a put's source before the copy into the slot
+    unsigned const slot_index = detail::take_staging_slot(g, c.state().staging_slots, what.name(), c.control_header());
+    staging_run run{c, what, target, bytes, pe, slot_index};
+    detail::run_staged(g, run, local_buffer, what.kind == staged_op::get, blocking);
   }
 #endif  // __CUDACC__
 };
