@@ -34,6 +34,7 @@
 #include "options.hpp"
 #include "settings.hpp"
 #include "../nic/heap_keys.hpp"
+#include "../nic/local_regions.hpp"
 #include "state.hpp"
 #include "../nic/endpoints.hpp"
 #include "../nic/select.hpp"
@@ -109,7 +110,7 @@ class ibgda_host final : public ibgda_nic {
         *l.at->nic, const_cast<void*>(b.ptr), b.bytes, b.cuda_device >= 0, verbs_gpu::host::access::local_write);
     l.registered.push_back({reinterpret_cast<std::uint64_t>(b.ptr), b.bytes, verbs_gpu::to_be32(mr->lkey()), 0});
     l.registered_mrs.push_back(std::move(mr));
-    upload_regions(l);
+    upload_local_regions(l.regions, l.registered, l.device, l.pe);
   }
 
   /// world::allocate: every local PE registers the new block (heap offset `offset`, `bytes`) with
@@ -151,7 +152,7 @@ class ibgda_host final : public ibgda_nic {
       if (l.registered[i].base != reinterpret_cast<std::uint64_t>(b.ptr)) continue;
       l.registered.erase(l.registered.begin() + static_cast<std::ptrdiff_t>(i));
       l.registered_mrs.erase(l.registered_mrs.begin() + static_cast<std::ptrdiff_t>(i));
-      upload_regions(l);
+      upload_local_regions(l.regions, l.registered, l.device, l.pe);
       return;
     }
   }
@@ -230,15 +231,6 @@ class ibgda_host final : public ibgda_nic {
     GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
     heap_keys const& k = endpoints_->keys();
     copy_rows(l, offset, endpoints_->rows_of(*l.at, offset), (bytes >> k.log_page) * k.row_words);
-  }
-
-  void upload_regions(local const& l) {
-    current_device_guard const keep;
-    GPUCOMM_CUDA_CHECK(cudaSetDevice(l.device), l.pe);
-    local_regions table{};
-    table.count = static_cast<std::uint32_t>(l.registered.size());
-    std::copy(l.registered.begin(), l.registered.end(), table.entries);
-    GPUCOMM_CUDA_CHECK(cudaMemcpy(l.regions, &table, sizeof(table), cudaMemcpyHostToDevice), l.pe);
   }
 
   local const& local_of(int pe) const { return const_cast<ibgda_host*>(this)->local_of(pe); }

@@ -32,6 +32,7 @@
 #include "../../detail/bounded_wait.cuh"
 #include "../../host/world_options.hpp"
 #include "../../detail/staging.hpp"
+#include "../nic/local_regions.hpp"
 #include "command_ring.cuh"
 #include "detail/copy_engine.hpp"
 #include "settings.hpp"
@@ -143,10 +144,6 @@ class proxy_queue_host_of {
   /// many as the ring has commands: more waiting callers wait for one; and one more word for the
   /// old values nobody reads) with their claims, the staging area and the registered buffers.
   void make_device_tables(local& l);
-
-  /// PE l.pe's registered buffers into its kernels' table (rewritten whole: no kernel of that PE
-  /// uses it meanwhile, as world::register_buffer says).
-  void upload_regions(local const& l) const;
 
   /// The engine backend of every local PE (detail/engine_setup.hpp, linked through
   /// detail/engine_link.hpp): an engine per PE, connected and given every PE's heap slot through

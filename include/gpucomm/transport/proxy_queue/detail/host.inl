@@ -102,7 +102,7 @@ void proxy_queue_host_of<World>::on_register_buffer(registered_buffer const& b) 
   if (nic_) nic_->add_buffer(b);
   l.registered.push_back({reinterpret_cast<std::uint64_t>(b.ptr), b.bytes, 0, 0});
   try {
-    upload_regions(l);
+    upload_local_regions(l.regions.get(), l.registered, l.ring.device, l.pe);
   } catch (...) {
     l.registered.pop_back();
     if (nic_) nic_->remove_buffer(b);
@@ -118,7 +118,7 @@ void proxy_queue_host_of<World>::on_unregister_buffer(registered_buffer const& b
   for (std::size_t i = 0; i < l.registered.size(); ++i) {
     if (l.registered[i].base != base) continue;
     l.registered.erase(l.registered.begin() + static_cast<std::ptrdiff_t>(i));
-    upload_regions(l);
+    upload_local_regions(l.regions.get(), l.registered, l.ring.device, l.pe);
     break;
   }
   // Commands posted before may still read or write the buffer: they finish first.
@@ -127,16 +127,6 @@ void proxy_queue_host_of<World>::on_unregister_buffer(registered_buffer const& b
                 "a kernel that took a ticket must publish it: did a kernel trap while posting?");
   }
   if (nic_) nic_->remove_buffer(b);
-}
-
-template <class World>
-void proxy_queue_host_of<World>::upload_regions(local const& l) const {
-  current_device_guard const keep;
-  GPUCOMM_CUDA_CHECK(cudaSetDevice(l.ring.device), l.pe);
-  local_regions table{};
-  table.count = static_cast<std::uint32_t>(l.registered.size());
-  std::copy(l.registered.begin(), l.registered.end(), table.entries);
-  GPUCOMM_CUDA_CHECK(cudaMemcpy(l.regions.get(), &table, sizeof(table), cudaMemcpyHostToDevice), l.pe);
 }
 
 template <class World>
