@@ -256,7 +256,7 @@ struct ProxyQueue {
   /// Whether the group's own loads and stores carry a put, get or put_signal of `bytes` to pe: the
   /// store path, for small ones to a peer the GPU reaches (the copy engines' peers).
   __device__ static GPUCOMM_FORCEINLINE bool by_stores(comm<ProxyQueue> const& c, int pe, std::size_t bytes) {
-    return bytes <= c.state().store_path_bytes && (path_to(c, pe) & detail::proxy_data_nic) == 0;
+    return bytes <= c.state().store_path_bytes && !by_network(c, pe);
   }
 
   /// Whether pe's data goes through the network backend (the NIC or an engine).
