@@ -68,6 +68,12 @@ class ResultsError(Exception):
 
 # ---- reading and checking the inputs ---------------------------------------------------------------
 
+
+def uncoloured(text: str) -> str:
+    """A test's closing line without the terminal colours Catch2 prints under mpirun (their escape
+    character may already be gone from the record), spaces squeezed."""
+    return " ".join(re.sub(r"\x1b?\[[0-9;]*m", "", text).split())
+
 def read_json(path):
     try:
         with open(path) as f:
@@ -420,8 +426,8 @@ def tests_md(doc):
             for t in sorted(sanitized, key=lambda t: t["name"])]) + [""]
     failed = [t for t in doc["tests"] if t["status"] not in ("passed", "skipped")]
     out += ["Failures:" if failed else "Failures: none.", ""]
-    out += [f"- `{t['name']}` ({date(t)}, exit status {t.get('exit_code')}): `{t.get('closing_line') or 'no closing line'}`"
-            for t in failed]
+    out += [f"- `{t['name']}` ({date(t)}, exit status {t.get('exit_code')}): "
+            f"`{uncoloured(t.get('closing_line') or '') or 'no closing line'}`" for t in failed]
     return out + ([""] if failed else [])
 
 

@@ -83,5 +83,15 @@ class RecordCiTest(unittest.TestCase):
         self.assertIsNone(re.search(r"\b[0-9a-f]{7,40}\b", text))
 
 
+class ClosingLineTest(unittest.TestCase):
+    def test_colours_leave_a_failed_test_closing_line(self):
+        # Catch2 under mpirun colours its totals; a record may hold them with or without the escape.
+        for esc in ("\x1b", " "):
+            line = f"killed at the time limit (200 s); test cases: 1 {esc}[0;37m | {esc}[0m {esc}[1;31m1 failed{esc}[0m"
+            self.assertEqual(render_results.uncoloured(line),
+                             "killed at the time limit (200 s); test cases: 1 | 1 failed")
+        self.assertEqual(render_results.uncoloured("the [barrier] cases"), "the [barrier] cases")
+
+
 if __name__ == "__main__":
     unittest.main()
