@@ -48,7 +48,7 @@ int main() try {
   // Before the first CUDA call (the world does this too, but cudaGetDeviceCount below comes
   // first): CUDA spreads streams over this many hardware queues (default 8), and a proxy copy
   // queued behind a kernel that waits for it would never run (docs/guide/proxyqueue.md).
-  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  gpucomm::request_hardware_queues();
   int gpus = 0;
   GPUCOMM_CUDA_CHECK(cudaGetDeviceCount(&gpus), -1);
   std::vector<int> devices;

@@ -12,7 +12,7 @@
 int main(int argc, char** argv) {
   // Before any CUDA call: ProxyQueue's copies must not share a hardware queue with queued kernels
   // (docs/guide/proxyqueue.md#hardware-queues-why-the-world-sets-cuda_device_max_connections).
-  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  gpucomm::request_hardware_queues();
   using T = gpucomm::NVLinkStore;
   namespace gb = gpucomm_bench;
   std::vector<bench::case_entry> const cases{

@@ -16,9 +16,9 @@
 int main(int argc, char** argv) {
   // Before any CUDA call: ProxyQueue's copies must not share a hardware queue with the suite's
   // queued kernels (docs/guide/proxyqueue.md#hardware-queues-why-the-world-sets-cuda_device_max_connections).
-  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-  if constexpr (gpucomm::test::host_agent) ::setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   bool const mpi = gpucomm::test::under_mpi();
+  gpucomm::request_hardware_queues(/*one_pe_per_process=*/mpi);
+  if constexpr (gpucomm::test::host_agent) ::setenv("CUDA_MODULE_LOADING", "EAGER", 0);
 #if GPUCOMM_TEST_HAVE_MPI
   if (mpi) MPI_Init(&argc, &argv);
 #else

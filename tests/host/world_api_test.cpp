@@ -1,19 +1,28 @@
 // The world's host-side rules that need no GPU: when a pre-existing CUDA context's hardware
 // queues are an error, a warning or fine (host/detail/hardware_queues.hpp); how
-// CUDA_DEVICE_MAX_CONNECTIONS is read; which arguments world::prepare takes; that every
-// transport's host half answers world::reaches; and the memory rules behind allocate and
-// register_buffer (host/detail/world_memory.hpp).
+// CUDA_DEVICE_MAX_CONNECTIONS is read, and what the world asks for with and without MPS; which
+// arguments world::prepare takes; that every transport's host half answers world::reaches; and the
+// memory rules behind allocate and register_buffer (host/detail/world_memory.hpp).
 #include <gpucomm/host/world.hpp>
 #include <gpucomm/transport/nvlink_store/host.hpp>
 #include <gpucomm/transport/proxy_queue/host.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "error_of.hpp"
@@ -32,6 +41,22 @@ void kernel_b(float const*, int) {}
 template <class W, class... Args>
 constexpr bool can_prepare = requires(W& w, Args&&... args) {
   w.prepare(static_cast<Args&&>(args)...);
+};
+
+/// Puts the named environment variables back as they were when it was made.
+struct env_restorer {
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  env_restorer(std::initializer_list<char const*> names) {
+    for (char const* n : names) {
+      char const* v = std::getenv(n);
+      saved.emplace_back(n, v ? std::optional<std::string>(v) : std::nullopt);
+    }
+  }
+  ~env_restorer() {
+    for (auto const& [n, v] : saved) v ? ::setenv(n.c_str(), v->c_str(), 1) : ::unsetenv(n.c_str());
+  }
+  env_restorer(env_restorer const&) = delete;
+  env_restorer& operator=(env_restorer const&) = delete;
 };
 
 /// Host halves answer world::reaches with `bool reaches(int, int) const`.
@@ -76,6 +101,52 @@ TEST_CASE("CUDA_DEVICE_MAX_CONNECTIONS is read as a positive decimal count", "[w
   CHECK(hardware_queues_from("-4") == std::nullopt);
   CHECK(hardware_queues_from("32x") == std::nullopt);
   CHECK(hardware_queues_from("many") == std::nullopt);
+}
+
+TEST_CASE("hardware queues: CUDA's default for a process with one PE per GPU under MPS, else 32", "[world][queues]") {
+  using gpucomm::detail::hardware_queues_to_ask;
+  STATIC_REQUIRE(hardware_queues_to_ask(false, false) == 32);
+  STATIC_REQUIRE(hardware_queues_to_ask(false, true) == 32);  // its own PEs may share a GPU
+  STATIC_REQUIRE(hardware_queues_to_ask(true, false) == 32);
+  STATIC_REQUIRE(hardware_queues_to_ask(true, true) == 8);
+}
+
+TEST_CASE("hardware queues: MPS is a control socket in the pipe directory; the environment's value stays",
+          "[world][queues]") {
+  using gpucomm::detail::mps_control_present;
+  env_restorer const keep{"CUDA_MPS_PIPE_DIRECTORY", "CUDA_DEVICE_MAX_CONNECTIONS"};
+  char dir[] = "/tmp/gpucomm-mps-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  std::string const control = std::string(dir) + "/control";
+  ::setenv("CUDA_MPS_PIPE_DIRECTORY", dir, 1);
+  CHECK_FALSE(mps_control_present());  // nothing there
+  { std::ofstream{control} << "not a socket"; }
+  CHECK_FALSE(mps_control_present());
+  REQUIRE(::unlink(control.c_str()) == 0);
+  int const fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", control.c_str());
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr const*>(&addr), sizeof(addr)) == 0);
+  CHECK(mps_control_present());
+
+  ::unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  gpucomm::request_hardware_queues(/*one_pe_per_process=*/true);
+  CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "8");
+  ::unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  gpucomm::request_hardware_queues();
+  CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "32");
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "16", 1);
+  gpucomm::request_hardware_queues(true);
+  CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "16");  // the program's own
+
+  ::close(fd);
+  ::unlink(control.c_str());
+  ::rmdir(dir);
+  ::unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  gpucomm::request_hardware_queues(true);  // no daemon: 32
+  CHECK(std::string(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) == "32");
 }
 
 TEST_CASE("world::prepare takes kernels, optionally after a stack size, and nothing else", "[world][prepare]") {

@@ -24,11 +24,14 @@
 // reserves their stack, which a launch would otherwise do while the others' kernels wait for it.
 //
 // Hardware queues: the world sets CUDA_DEVICE_MAX_CONNECTIONS=32 when the program has not set it,
-// so that work queued behind a kernel on another stream of its GPU need not wait for it. CUDA
-// reads the variable early: a GPU whose CUDA context existed before the first world keeps the
-// program's queues. The world then throws where that can hang (PEs of this process sharing the
-// GPU; ProxyQueue's copy engines) and warns on standard error elsewhere. A program that starts
-// CUDA before gpucomm (a PyTorch program) sets CUDA_DEVICE_MAX_CONNECTIONS=32 in its environment.
+// so that work queued behind a kernel on another stream of its GPU need not wait for it; a
+// one-process-per-GPU world that the MPS daemon serves keeps CUDA's default (8) instead, since
+// MPS's clients share one pool of queues per GPU and 32 each would leave too few for several
+// processes per GPU. CUDA reads the variable early: a GPU whose CUDA context existed before the
+// first world keeps the program's queues. The world then throws where that can hang (PEs of this
+// process sharing the GPU; ProxyQueue's copy engines) and warns on standard error elsewhere. A
+// program calls request_hardware_queues() (below) before its first CUDA call, or sets the
+// variable in its environment (a PyTorch program, which starts CUDA before gpucomm).
 //
 // Teams (team.hpp): team_world(), team_node(pe), team_shared_gpu(pe), and team_split() for
 // strided subsets, made collectively; every barrier takes one.
@@ -68,6 +71,13 @@
 
 namespace gpucomm {
 
+/// Before the program's first CUDA call: sets CUDA_DEVICE_MAX_CONNECTIONS, unless the environment
+/// sets it, to the hardware queues gpucomm's worlds ask for (see "Hardware queues" above);
+/// `one_pe_per_process` for a process that makes one-process-per-GPU worlds (a launcher's rank).
+inline void request_hardware_queues(bool one_pe_per_process = false) {
+  detail::ask_hardware_queues(one_pe_per_process);
+}
+
 template <transport Transport>
 class comm;
 template <class T>
@@ -86,7 +96,7 @@ class world {
   requires(!std::is_convertible_v<B, std::vector<int>>) world(B&& boot, int device, world_options options = {})
       : boot_(std::forward<B>(boot)) {
     constexpr char const* call = "world (one process per GPU)";
-    detail::widen_hardware_queues();
+    detail::widen_hardware_queues(true);
     // No current_device_guard: this process's GPU, `device`, is its current device afterwards.
     int const rank = boot_.rank();
     // Checks that need no GPU come first, and are collective, so every process fails together.

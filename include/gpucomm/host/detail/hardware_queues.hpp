@@ -4,7 +4,8 @@
 // kernel that waits for work on another stream of its GPU (the kernel of a PE sharing the GPU, a
 // ProxyQueue copy) may wait forever when the two streams share a queue.
 //
-// The world sets the variable to 32 when the program left it unset. CUDA reads it early, by the
+// The world sets the variable to 32 when the program left it unset (hardware_queues_to_ask: CUDA's
+// default of 8 for a process with one PE per GPU that MPS serves). CUDA reads it early, by the
 // time it makes a context (docs/guide/proxyqueue.md: even a cudaGetDeviceCount before the world was too
 // late in the test suite), so a program that started CUDA first (a PyTorch program, say) keeps its
 // narrower queues. What the world can see is a context that exists: the first world of a process
@@ -17,6 +18,8 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +35,24 @@ namespace gpucomm::detail {
 
 /// The hardware queues gpucomm asks for: the most CUDA gives.
 inline constexpr long wanted_hardware_queues = 32;
+/// CUDA's count when the variable is unset.
+inline constexpr long default_hardware_queues = 8;
+
+/// The queues to ask for when the program has not set the variable: 32, except for a process with
+/// one PE per GPU that MPS serves, which keeps CUDA's default. Under MPS all clients of a GPU take
+/// their queues from one pool (NVIDIA's MPS documentation, CUDA_DEVICE_MAX_CONNECTIONS), so 32 for
+/// every client runs it dry with a few processes per GPU, and their contexts then fail to start
+/// (cudaErrorMemoryAllocation). Such a process's kernels wait for other processes' work (other
+/// clients, with queues of their own) and for ProxyQueue's copies, whose streams the proxy fits into
+/// the queues there are (proxy_queue/host.hpp).
+constexpr long hardware_queues_to_ask(bool one_pe_per_process, bool under_mps) noexcept {
+  return one_pe_per_process && under_mps ? default_hardware_queues : wanted_hardware_queues;
+}
+
+/// Whether an MPS control daemon's socket is where CUDA looks for one ($CUDA_MPS_PIPE_DIRECTORY, else
+/// /tmp/nvidia-mps): CUDA then makes this process's contexts as clients of its server. A socket
+/// that a dead daemon left behind reads as MPS too (CUDA then makes ordinary contexts).
+bool mps_control_present();
 
 /// CUDA_DEVICE_MAX_CONNECTIONS's text as a count: a positive decimal number; nothing when the
 /// variable is unset (null), empty or not such a number.
@@ -65,9 +86,15 @@ struct hardware_queue_start {
 /// context. Empty when the GPUs or the driver cannot tell (nothing is then said about them).
 std::vector<char> gpus_with_context();
 
-/// Called by every world before it makes any context: sets CUDA_DEVICE_MAX_CONNECTIONS to 32 unless
-/// the program set it, and the first time in the process records what hardware_queue_start holds.
-hardware_queue_start const& widen_hardware_queues();
+/// Sets CUDA_DEVICE_MAX_CONNECTIONS to hardware_queues_to_ask(...) unless it is set.
+void ask_hardware_queues(bool one_pe_per_process);
+
+/// What the first world of the process found; the first call records it (the program's value:
+/// before asking for queues, ask_hardware_queues(one_pe_per_process)).
+hardware_queue_start const& hardware_queue_record(bool one_pe_per_process);
+
+/// Called by every world before it makes any context: the record, then ask_hardware_queues.
+hardware_queue_start const& widen_hardware_queues(bool one_pe_per_process);
 
 /// The verdict for GPU `device` (widen_hardware_queues must have run).
 hardware_queue_verdict hardware_queues_of(int device, bool matters);

@@ -41,27 +41,44 @@ inline std::vector<char> gpus_with_context() {
   return had;
 }
 
-inline hardware_queue_start const& widen_hardware_queues() {
-  static hardware_queue_start const start = [] {
+inline bool mps_control_present() {
+  char const* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  std::string const control = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp/nvidia-mps") + "/control";
+  struct stat st {};
+  return ::stat(control.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+inline void ask_hardware_queues(bool one_pe_per_process) {
+  long const n = hardware_queues_to_ask(one_pe_per_process, mps_control_present());
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(n).c_str(), 0);
+}
+
+inline hardware_queue_start const& hardware_queue_record(bool one_pe_per_process) {
+  static hardware_queue_start const start = [one_pe_per_process] {
     hardware_queue_start s;
     s.set_before = hardware_queues_from(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
-    ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    ask_hardware_queues(one_pe_per_process);
     s.had_context = gpus_with_context();
     return s;
   }();
-  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  return start;
+}
+
+inline hardware_queue_start const& widen_hardware_queues(bool one_pe_per_process) {
+  hardware_queue_start const& start = hardware_queue_record(one_pe_per_process);
+  ask_hardware_queues(one_pe_per_process);
   return start;
 }
 
 inline hardware_queue_verdict hardware_queues_of(int device, bool matters) {
-  hardware_queue_start const& s = widen_hardware_queues();
+  hardware_queue_start const& s = hardware_queue_record(false);
   bool const existed = device >= 0 && static_cast<std::size_t>(device) < s.had_context.size() &&
                        s.had_context[static_cast<std::size_t>(device)] != 0;
   return judge_hardware_queues(s.set_before, existed, matters);
 }
 
 inline std::string narrow_queues_reason(int device) {
-  std::optional<long> const set = widen_hardware_queues().set_before;
+  std::optional<long> const set = hardware_queue_record(false).set_before;
   return "GPU " + std::to_string(device) +
          " had a CUDA context before gpucomm's first world (CUDA reads CUDA_DEVICE_MAX_CONNECTIONS by the time it "
          "makes a context), and CUDA_DEVICE_MAX_CONNECTIONS was " +

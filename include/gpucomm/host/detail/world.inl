@@ -5,7 +5,7 @@ namespace gpucomm {
 
 inline world::world(std::vector<int> devices, world_options options) {
   constexpr char const* call = "world (single process)";
-  detail::widen_hardware_queues();
+  detail::widen_hardware_queues(false);
   detail::current_device_guard const keep;  // set-up visits every GPU listed
   int const count = detail::visible_gpus(call);
   if (devices.empty()) {
