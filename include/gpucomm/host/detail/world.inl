@@ -115,7 +115,11 @@ inline void world::init(world_options const& options) {
     wait_timeout_word_ = detail::wait_timeout_word_from(options);
   });
   detail::agree(boot_, bytes, "world", "the heap size", "give every process the same world_options::heap_bytes");
-  for (auto const& l : places_.locals()) streams_.create(l.pe, l.device);
+  // The first CUDA call on each GPU (it makes the context): a process that fails here alone (a GPU
+  // out of memory, MPS out of clients) would leave the others waiting in the agreements below.
+  detail::checked_on_every_rank(boot_, "world", [&] {
+    for (auto const& l : places_.locals()) streams_.create(l.pe, l.device);
+  });
   detail::agree(boot_, max_teams, "world", "the team limit", "give every process the same world_options::max_teams");
   detail::agree(boot_, wait_timeout_word_, "world", "the wait timeout",
                 "give every process the same world_options::wait_timeout (or GPUCOMM_WAIT_TIMEOUT_MS)");
