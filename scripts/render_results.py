@@ -68,12 +68,6 @@ class ResultsError(Exception):
 
 # ---- reading and checking the inputs ---------------------------------------------------------------
 
-
-def uncoloured(text: str) -> str:
-    """A test's closing line without the terminal colours Catch2 prints under mpirun (their escape
-    character may already be gone from the record), spaces squeezed."""
-    return " ".join(re.sub(r"\x1b?\[[0-9;]*m", "", text).split())
-
 def read_json(path):
     try:
         with open(path) as f:
@@ -383,6 +377,12 @@ def counts(tests, key):
 def layout_txt(t):
     """The test's layout and its name's other parts ("gpus2-pe1 mpi split"), not its sanitizer."""
     return " ".join([t["layout"]] + [m for m in t.get("modifiers", []) if m not in SANITIZERS])
+
+
+def uncoloured(text: str) -> str:
+    """A test's closing line without the terminal colours Catch2 prints under mpirun (their escape
+    character may already be gone from the record), spaces squeezed."""
+    return " ".join(re.sub(r"\x1b?\[[0-9;]*m", "", text).split())
 
 
 def tests_md(doc):
