@@ -3,6 +3,7 @@
 // throws naming it.
 #include <gpucomm/transport/ibgda_post/settings.hpp>
 #include <gpucomm/transport/proxy_queue/settings.hpp>
+#include <gpucomm/transport/proxy_queue/state.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -80,6 +81,13 @@ TEST_CASE("ProxyQueue's store path: option, then GPUCOMM_PROXY_STORE_BYTES, then
     scoped_env const unset("GPUCOMM_PROXY_STORE_BYTES", nullptr);
     CHECK(proxy_store_path_bytes_from(-1, 0) == static_cast<std::uint32_t>(gpucomm::default_store_path_bytes));
     CHECK(proxy_store_path_bytes_from(0, 0) == 0u);
+    // A group carries at most 1 KiB per thread by stores, within the option's limit.
+    using gpucomm::detail::store_path_limit;
+    STATIC_REQUIRE(store_path_limit(16384, 1) == 1024);
+    STATIC_REQUIRE(store_path_limit(16384, 8) == 8192);
+    STATIC_REQUIRE(store_path_limit(16384, 1024) == 16384);
+    STATIC_REQUIRE(store_path_limit(0, 1024) == 0);
+    STATIC_REQUIRE(store_path_limit(1u << 30, 1u << 22) == (1u << 30));  // no overflow
     CHECK(proxy_store_path_bytes_from(1ll << 30, 0) == (1u << 30));
     CHECK_THAT(error_of([] { proxy_store_path_bytes_from((1ll << 30) + 1, 0); }),
                Catch::Contains("store_path_bytes is 1073741825"));

@@ -404,7 +404,8 @@ struct store_args {
 };
 
 /// Which operations post a command: each size at and just above the limit, by put, get and
-/// put_signal; then per round a bulk put_nbi, a fence and a small put onto the same bytes.
+/// put_signal, by the block and by one thread alone (its own, lower limit); then per round a bulk
+/// put_nbi, a fence and a small put onto the same bytes.
 __global__ void store_path_kernel(store_args a) {
   auto const block = cooperative_groups::this_thread_block();
   int const next = (a.c.my_pe() + 1) % a.c.npes();
@@ -425,6 +426,24 @@ __global__ void store_path_kernel(store_args a) {
     std::uint64_t const ps =
         posted([&] { a.c.put_signal(block, a.dst, a.src.get(), bytes, a.sig, 1, gpucomm::signal_op::set, next); });
     if (block.thread_rank() == 0) report(a.errors, (put != due) + (get != due) + (ps != due));
+  }
+  // One thread alone carries at most store_path_bytes_per_thread itself, below the limit above.
+  std::size_t const per_thread = gpucomm::detail::store_path_bytes_per_thread;
+  static_assert(gpucomm::detail::store_path_bytes_per_thread + 16 <= store_limit);
+  for (std::size_t const bytes : {per_thread, per_thread + 16}) {
+    std::uint64_t const due = bytes > per_thread ? 1 : 0;
+    bool const first = block.thread_rank() == 0;
+    auto const one = gpucomm::this_thread();
+    std::uint64_t const put = posted([&] {
+      if (first) a.c.put(one, a.dst, a.src.get(), bytes, next);
+    });
+    std::uint64_t const get = posted([&] {
+      if (first) a.c.get(one, scratch, gpucomm::sym_ptr<unsigned char const>(a.src.get()), bytes, next);
+    });
+    std::uint64_t const ps = posted([&] {
+      if (first) a.c.put_signal(one, a.dst, a.src.get(), bytes, a.sig, 1, gpucomm::signal_op::set, next);
+    });
+    if (first) report(a.errors, (put != due) + (get != due) + (ps != due));
   }
   a.c.quiet(block);
   a.c.barrier(block);  // the peers' checks above are done with dst

@@ -17,12 +17,13 @@
 // copies whose local buffer is in shared or local memory (the copy engine reads and writes only
 // global memory).
 //
-// The store path: puts, gets and put_signals of at most proxy_options::store_path_bytes to a peer
-// the copy engines serve are the group's own loads and stores over the mapped heap (NVLinkStore's
-// code), as are those whose local buffer the copy engines cannot reach; a command costs the proxy
-// and the copy engine microseconds however small it is. Ordering between the two paths: none
-// without a fence, as OpenSHMEM allows (a small put issued after a bulk put to the same bytes may
-// land first); fence and quiet complete both, so after a fence the small put lands last.
+// The store path: puts, gets and put_signals of at most proxy_options::store_path_bytes, and of at
+// most 1 KiB per thread of the group (state.hpp's store_path_limit), to a peer the copy engines
+// serve are the group's own loads and stores over the mapped heap (NVLinkStore's code), as are
+// those whose local buffer the copy engines cannot reach; a command costs the proxy and the copy
+// engine microseconds however small it is. Ordering between the two paths: none without a fence,
+// as OpenSHMEM allows (a small put issued after a bulk put to the same bytes may land first);
+// fence and quiet complete both, so after a fence the small put lands last.
 //
 // Local buffers (a put's or put_signal's src, a get's dst) may be anywhere a kernel addresses, as
 // on every transport. To a peer the network backend serves: in the symmetric heap, or in a buffer
@@ -118,7 +119,7 @@ struct ProxyQueue {
     std::size_t const bytes = n * sizeof(T);
     if (by_network(c, pe) && !network_reaches(c, src, bytes))
       return staged(c, g, staged_op{staged_op::put}, const_cast<T*>(src), dst.get(), bytes, pe, blocking);
-    if (!engine_reaches(src) || by_stores(c, pe, bytes)) {
+    if (!engine_reaches(src) || by_stores(c, g, pe, bytes)) {
       detail::group_copy(g, peer_address(c, dst, pe), src, bytes);
       if (blocking) group_sync(g);
       return;
@@ -138,7 +139,7 @@ struct ProxyQueue {
     std::size_t const bytes = n * sizeof(T);
     if (by_network(c, pe) && !network_reaches(c, dst, bytes))
       return staged(c, g, staged_op{staged_op::get}, dst, src.get(), bytes, pe, true);
-    if (!engine_reaches(dst) || by_stores(c, pe, bytes)) {
+    if (!engine_reaches(dst) || by_stores(c, g, pe, bytes)) {
       detail::group_copy(g, dst, peer_address(c, src, pe), bytes);
       if (blocking) group_sync(g);
       return;
@@ -161,7 +162,7 @@ struct ProxyQueue {
       return staged(c, g, staged_op{staged_op::put_signal, sig, value, op}, const_cast<T*>(src), dst.get(), bytes, pe,
                     blocking);
     }
-    if (!engine_reaches(src) || by_stores(c, pe, bytes)) {
+    if (!engine_reaches(src) || by_stores(c, g, pe, bytes)) {
       detail::group_copy(g, peer_address(c, dst, pe), src, bytes);
       signal(c, g, sig, value, op, pe);  // its group sync orders the copy's stores before the update
       return;
@@ -253,10 +254,12 @@ struct ProxyQueue {
     return paths == nullptr ? std::uint8_t{0} : paths[pe];
   }
 
-  /// Whether the group's own loads and stores carry a put, get or put_signal of `bytes` to pe: the
-  /// store path, for small ones to a peer the GPU reaches (the copy engines' peers).
-  __device__ static GPUCOMM_FORCEINLINE bool by_stores(comm<ProxyQueue> const& c, int pe, std::size_t bytes) {
-    return bytes <= c.state().store_path_bytes && !by_network(c, pe);
+  /// Whether g's own loads and stores carry a put, get or put_signal of `bytes` to pe: the store
+  /// path, for small ones (detail::store_path_limit) to a peer the GPU reaches (the copy engines').
+  template <group G>
+  __device__ static GPUCOMM_FORCEINLINE bool by_stores(comm<ProxyQueue> const& c, G const& g, int pe,
+                                                       std::size_t bytes) {
+    return bytes <= detail::store_path_limit(c.state().store_path_bytes, group_size(g)) && !by_network(c, pe);
   }
 
   /// Whether pe's data goes through the network backend (the NIC or an engine).

@@ -50,6 +50,20 @@ struct proxy_queue_state {
 };
 static_assert(std::is_trivially_copyable_v<proxy_queue_state>);
 
+/// What the store path carries per thread of the calling group at most: one thread's stores to a
+/// peer are latency-bound, so a thread alone crosses a copy engine's command at about 1 KiB, where
+/// a warp or a block with the same bytes is far below it (the benchmark's ProxyQueue put_signal
+/// ping-pong rows by scope and size, docs/guide/proxyqueue.md, "The store path").
+inline constexpr std::uint32_t store_path_bytes_per_thread = 1024;
+
+/// The store path's limit for a group of `threads`: proxy_options::store_path_bytes (`limit`), and
+/// store_path_bytes_per_thread for each thread of the group.
+GPUCOMM_HD constexpr std::uint64_t store_path_limit(std::uint32_t limit, unsigned threads) noexcept {
+  std::uint64_t const by_threads = std::uint64_t{store_path_bytes_per_thread} * threads;
+  return by_threads < limit ? by_threads : limit;
+}
+static_assert(store_path_limit(16384, 1) == 1024 && store_path_limit(16384, 32) == 16384);
+
 /// How a result slot holds a fetched value of `width` bytes, whichever backend fills it: as a NIC
 /// leaves it, 8-byte values in host order and 4-byte ones in the slot's first bytes in network
 /// order (verbs_gpu::fetched32), so the device reads every slot the same way. The NIC writes the
