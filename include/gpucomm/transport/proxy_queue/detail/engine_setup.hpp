@@ -19,7 +19,9 @@
 // thread runs on every pass (the engine serves its peers' requests inside it).
 //
 // Lifetime: the engines and agents outlive the backends (owned by the rings), which outlive the
-// proxy threads' last pass.
+// proxy threads' last pass. The local engines close all at once, as they connect: closing an
+// endpoint waits (bounded) for the peer's answer, which a PE of this process gives only while its
+// own engine closes.
 
 #include <cstddef>
 #include <cstdint>
@@ -88,7 +90,7 @@ class proxy_engines final : public proxy_engines_base {
         throw error(who, first, "no process gave PE " + std::to_string(pe) + "'s engine address",
                     "every process of the world must set ProxyQueue up with the same options");
     }
-    connect_all(addresses);
+    at_once([&](per_pe& p) { p.engine->connect(addresses); });
     // Heap slots: registered, then (PE, base, bytes, key) to every process.
     mine.clear();
     checked_on_every_rank(agree, who.c_str(), [&] {
@@ -121,6 +123,13 @@ class proxy_engines final : public proxy_engines_base {
 
   proxy_engines(proxy_engines const&) = delete;
   proxy_engines& operator=(proxy_engines const&) = delete;
+
+  ~proxy_engines() override {
+    try {
+      at_once([](per_pe& p) { p.engine.reset(); });
+    } catch (...) {  // a thread the system refused: the engines left close one at a time below
+    }
+  }
 
   /// PE pe's engine backend, for its ring (once per PE).
   std::unique_ptr<proxy_backend> backend_for(int pe) override {
@@ -192,25 +201,29 @@ class proxy_engines final : public proxy_engines_base {
     return out;
   }
 
-  /// Every local engine's connect() at once: each waits for a round trip to every PE, those of
-  /// this process included, which answer only while their own connect() runs.
-  void connect_all(std::vector<std::vector<std::byte>> const& addresses) {
+  /// f(p) for every local PE's p at once, each on a thread of its own (one PE: on this thread):
+  /// an engine progresses only its own worker, so a step that waits for an answer from a PE of
+  /// this process (connect's round trip, close's handshake) ends only while that PE's engine runs
+  /// the same step. Rethrows the first error once every thread has ended.
+  template <class F>
+  void at_once(F const& f) {
     if (pes_.size() == 1) {
-      pes_.front()->engine->connect(addresses);
+      f(*pes_.front());
       return;
     }
     std::vector<std::exception_ptr> errors(pes_.size());
-    std::vector<os_thread> threads;
-    for (std::size_t i = 0; i < pes_.size(); ++i) {
-      threads.emplace_back([&, i] {
-        try {
-          pes_[i]->engine->connect(addresses);
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-      });
+    {
+      std::vector<os_thread> threads;  // joined when this scope ends, also on an error
+      for (std::size_t i = 0; i < pes_.size(); ++i) {
+        threads.emplace_back([&, i] {
+          try {
+            f(*pes_[i]);
+          } catch (...) {
+            errors[i] = std::current_exception();
+          }
+        });
+      }
     }
-    for (auto& t : threads) t.join();
     for (auto const& e : errors)
       if (e) std::rethrow_exception(e);
   }
