@@ -80,10 +80,10 @@ struct proxy_options {
   /// linked with gpucomm::verbs); model: the software NIC model, a test and development tool
   /// (docs/guide/proxyqueue.md, "The NIC backend").
   nic_choice nic = nic_choice::automatic;
-  /// Puts, gets and put_signals of at most this many bytes (and at most 1 KiB per thread of the
-  /// calling group: detail::store_path_limit) to a peer the GPU can store to (one the copy engines
-  /// serve) go through the group's own loads and stores, as NVLinkStore's do: a copy engine's
-  /// command costs microseconds however small it is. Larger ones, and every one
+  /// Puts, gets and put_signals of at most this many bytes, and at most 1 KiB per thread of the
+  /// calling group, to a peer the GPU can store to (one the copy engines serve) go through the
+  /// group's own loads and stores, as NVLinkStore's do: a copy engine's command costs microseconds
+  /// however small it is (docs/guide/proxyqueue.md, "The store path"). Larger ones, and every one
   /// to a NIC peer, go to the proxy. -1: GPUCOMM_PROXY_STORE_BYTES if set, else
   /// default_store_path_bytes; 0: every operation goes to the proxy. At most 1 GiB.
   long long store_path_bytes = -1;

@@ -62,7 +62,6 @@ GPUCOMM_HD constexpr std::uint64_t store_path_limit(std::uint32_t limit, unsigne
   std::uint64_t const by_threads = std::uint64_t{store_path_bytes_per_thread} * threads;
   return by_threads < limit ? by_threads : limit;
 }
-static_assert(store_path_limit(16384, 1) == 1024 && store_path_limit(16384, 32) == 16384);
 
 /// How a result slot holds a fetched value of `width` bytes, whichever backend fills it: as a NIC
 /// leaves it, 8-byte values in host order and 4-byte ones in the slot's first bytes in network
