@@ -5,13 +5,16 @@ without, for what that costs UCX): TCP over the loopback interface (UCX_TLS=tcp,
 UCX_NET_DEVICES=lo), two processes on one machine. A smoke run: it says whether the proxy path adds
 overhead to the engine, not what a network delivers.
 
-  benchmarks/engine/smoke.py --build BUILD [--out RESULTS.json] [--no-build]
+  benchmarks/engine/smoke.py --build BUILD [--out RESULTS.json] [--no-build] [--repeat N]
 
 BUILD is a build folder configured with -DGPUCOMM_BUILD_BENCHMARKS=ON where gpucomm::ucx and
 gpucomm::mpi exist; the script builds bench_engine there (--no-build: runs the bench_engine
 already in BUILD/benchmarks, e.g. one built on another machine). Needs mpirun and ucx_perftest (Debian:
-openmpi-bin, ucx-utils). Writes gpucomm.engine-smoke/1 JSON: the rows (metric, size, value, unit,
-source), and the ratios the targets are stated in:
+openmpi-bin, ucx-utils). TCP over loopback moves by up to 5x from one run to the next, so every
+measurement runs --repeat times (default 5), the rounds interleaved (each round runs every case
+once), and a row holds the median of its runs, its samples beside it. Writes gpucomm.engine-smoke/2
+JSON: the rows (metric, size, value, unit, source, samples; latency rows a median too: the median of
+the runs' medians), and the ratios the targets are stated in, of those medians:
   put_bw / ucx_perftest ucp_put_bw, per size (target >= 0.8);
   put_signal_lat median / (1.5 x ucx_perftest ucp_put_lat median + ring_rtt median) (target <= 1);
   and the put bandwidth with puts through the memory agents (the bounce path) over that by RMA.
@@ -30,6 +33,7 @@ import datetime
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -71,7 +75,10 @@ def main():
     parser.add_argument("--build", required=True)
     parser.add_argument("--out")
     parser.add_argument("--no-build", action="store_true", help="run the bench_engine already in BUILD")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of every measurement (default 5)")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat takes a count >= 1")
     for tool in ("mpirun", "ucx_perftest"):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} not found (Debian: openmpi-bin, ucx-utils)")
@@ -81,21 +88,12 @@ def main():
                        stdout=subprocess.DEVNULL)
     elif not os.access(bench, os.X_OK):
         sys.exit(f"--no-build: {bench} is not there")
-    rows = []
+    samples = {}  # (metric, size, iterations, unit, source) -> [(value, median or None)], in run order
+
+    def sample(metric, size, iterations, unit, source, value, median=None):
+        samples.setdefault((metric, size, iterations, unit, source), []).append((value, median))
+
     port = 13600 + os.getpid() % 1000
-    # The reference is UCX's benchmark with endpoints that detect a failed peer (-e), as the
-    # engine's do (the same path); without it, for what failure detection costs UCX itself.
-    for error_handling in (True, False):
-        how = "" if error_handling else ", endpoints without error handling"
-        for size, n in BW_CASES:
-            port += 1
-            _, _, bw = perftest("ucp_put_bw", size, n, port, error_handling)
-            rows.append({"metric": "put_bw", "size": size, "iterations": n, "value": round(bw, 3), "unit": "MB/s",
-                         "source": "ucx_perftest ucp_put_bw" + how})
-        port += 1
-        p50, avg, _ = perftest("ucp_put_lat", 8, LAT_ITERATIONS, port, error_handling)
-        rows.append({"metric": "put_lat", "size": 8, "iterations": LAT_ITERATIONS, "value": avg, "median": p50,
-                     "unit": "us", "source": "ucx_perftest ucp_put_lat" + how})
     command = ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", "--mca", "pml", "ob1", "--mca", "btl",
                "self,tcp", "--mca", "btl_tcp_if_include", "lo", bench]
     gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
@@ -107,20 +105,42 @@ def main():
     if gpu:
         runs += [("cuda", False)] if ucx_cuda else []
         runs += [("cuda", True)]
-    for heap, agents in runs:
-        env = dict(os.environ, **UCX_ENV, **MPI_ENV, GPUCOMM_TEST_ENGINE_AGENTS="1" if agents else "0",
-                   GPUCOMM_TEST_ENGINE_HEAP=heap)
-        if heap == "cuda" and ucx_cuda:  # GPU memory crosses through UCX's cuda_copy as well
-            env["UCX_TLS"] = UCX_ENV["UCX_TLS"] + ",cuda_copy"
-        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-        if out.returncode != 0:
-            sys.exit(f"bench_engine failed ({out.returncode}):\n{out.stdout}{out.stderr}")
-        via = (", GPU memory" if heap == "cuda" else "") + (", data through the agents" if agents else "")
-        for line in out.stdout.splitlines():
-            if line.startswith("{"):
-                alone = line.startswith('{"metric": "engine_')
-                rows.append(dict(json.loads(line), source=("gpucomm ucx_engine alone" if alone else
-                                                           "gpucomm engine_backend (ring, proxy thread, UCX)") + via))
+    for _ in range(args.repeat):
+        # The reference is UCX's benchmark with endpoints that detect a failed peer (-e), as the
+        # engine's do (the same path); without it, for what failure detection costs UCX itself.
+        for error_handling in (True, False):
+            how = "" if error_handling else ", endpoints without error handling"
+            for size, n in BW_CASES:
+                port += 1
+                _, _, bw = perftest("ucp_put_bw", size, n, port, error_handling)
+                sample("put_bw", size, n, "MB/s", "ucx_perftest ucp_put_bw" + how, bw)
+            port += 1
+            p50, avg, _ = perftest("ucp_put_lat", 8, LAT_ITERATIONS, port, error_handling)
+            sample("put_lat", 8, LAT_ITERATIONS, "us", "ucx_perftest ucp_put_lat" + how, avg, p50)
+        for heap, agents in runs:
+            env = dict(os.environ, **UCX_ENV, **MPI_ENV, GPUCOMM_TEST_ENGINE_AGENTS="1" if agents else "0",
+                       GPUCOMM_TEST_ENGINE_HEAP=heap)
+            if heap == "cuda" and ucx_cuda:  # GPU memory crosses through UCX's cuda_copy as well
+                env["UCX_TLS"] = UCX_ENV["UCX_TLS"] + ",cuda_copy"
+            out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+            if out.returncode != 0:
+                sys.exit(f"bench_engine failed ({out.returncode}):\n{out.stdout}{out.stderr}")
+            via = (", GPU memory" if heap == "cuda" else "") + (", data through the agents" if agents else "")
+            for line in out.stdout.splitlines():
+                if line.startswith("{"):
+                    r = json.loads(line)
+                    alone = r["metric"].startswith("engine_")
+                    source = ("gpucomm ucx_engine alone" if alone else
+                              "gpucomm engine_backend (ring, proxy thread, UCX)") + via
+                    sample(r["metric"], r["size"], r["iterations"], r["unit"], source, r["value"], r.get("median"))
+    rows = []
+    for (metric, size, iterations, unit, source), got in samples.items():
+        row = {"metric": metric, "size": size, "iterations": iterations,
+               "value": round(statistics.median(v for v, _ in got), 3), "unit": unit, "source": source,
+               "samples": [round(v, 3) for v, _ in got]}
+        if got[0][1] is not None:
+            row["median"] = round(statistics.median(m for _, m in got), 3)
+        rows.append(row)
 
     def find(metric, source_prefix, size, agents=False, gpu_memory=False):
         return next(r for r in rows if r["metric"] == metric and r["source"].startswith(source_prefix)
@@ -144,7 +164,7 @@ def main():
     commit = os.environ.get("GPUCOMM_COMMIT") or subprocess.run(
         ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     result = {
-        "schema": "gpucomm.engine-smoke/1",
+        "schema": "gpucomm.engine-smoke/2",
         "note": "smoke: TCP over the loopback interface, two processes sharing the machine's cores; not a "
                 "network figure",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -155,7 +175,9 @@ def main():
                         ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"], capture_output=True,
                         text=True).stdout.strip() if gpu else None},
         "environment": UCX_ENV,
-        "command": "benchmarks/engine/smoke.py --build BUILD" + (" --out " + args.out if args.out else ""),
+        "command": "benchmarks/engine/smoke.py --build BUILD" + (" --out " + args.out if args.out else "") +
+                   f" --repeat {args.repeat}",
+        "repeat": args.repeat,
         "targets": {"put_bw/ucx_perftest": ">= 0.8", "put_signal_lat bound ratio": "<= 1"},
         "rows": rows,
         "ratios": ratios,
