@@ -577,8 +577,8 @@ def coll_tables(rows):
            "send buffer), time = median over repetitions of the time per call in a replayed CUDA graph of K calls "
            "(PE 0's stream), algbw = size / time, busbw = algbw x 2(n-1)/n (allreduce) or (n-1)/n (the others). "
            "Every element of every rank's result is checked before and after timing. "
-           "\"NCCL / gpucomm\" is NCCL's time over gpucomm's (> 1: gpucomm faster); CTAs = gpucomm's workspace "
-           "parts per PE (one CTA of 1024 threads each).", ""]
+           "\"NCCL / gpucomm\" is NCCL's time over gpucomm's (> 1: gpucomm faster); CTAs = gpucomm's CTAs per "
+           "PE, each running one workspace part (the rows' `threads` field has their size).", ""]
     order = {c: i for i, c in enumerate(COLL_CASES)}
     for key in sorted(pts, key=lambda k: (order.get(k[0], 9), k[2], k[1] != "float32", k[1])):
         case, variant, npes = key
