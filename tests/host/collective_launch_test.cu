@@ -70,7 +70,7 @@ TEST_CASE("packet launches: CTAs by size, 256 threads, capped by parts and co-re
   CHECK(packets(64 * KiB, 0, 0).ctas == 1);  // degenerate caps still launch one CTA
 }
 
-TEST_CASE("round launches: every part up to the cap, 1024 threads", "[collectives][launch]") {
+TEST_CASE("round launches: every part up to the cap, 512 threads", "[collectives][launch]") {
   for (std::size_t bytes : {std::size_t{0}, std::size_t{8}, 64 * KiB, std::size_t{1} << 30}) {
     for (int parts : {1, 3, 64}) {
       for (int cap : {1, 16, 132}) {
@@ -80,7 +80,7 @@ TEST_CASE("round launches: every part up to the cap, 1024 threads", "[collective
       }
     }
   }
-  STATIC_REQUIRE(detail::round_threads == 1024);
+  STATIC_REQUIRE(detail::round_threads == 512);
 }
 
 TEST_CASE("allreduce's automatic choice: packets by size and team size, then one_shot, then two_shot",

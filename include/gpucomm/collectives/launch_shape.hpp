@@ -22,7 +22,11 @@
 // thread moves two of its own lines per wave (detail/packets.cuh), so one of 64 CTAs covers the 4
 // KiB share of a 256 KiB message in one wave. How many such CTAs share an SM is the compiler's
 // register allocation to say; the co-residency cap counts one CTA per SM, so no shape relies on
-// more. Round protocols: every part, in CTAs of round_threads (1024) threads.
+// more. Round protocols: every part, in CTAs of round_threads (512) threads. Why 512: at 1024
+// threads each thread may hold 64 registers, and every round kernel (the folds, the copies, their
+// loop bounds) spills at 64; at 512 they hold 128 and spill nothing. The rounds run faster so at
+// every size except the copy collectives' largest messages (allgather and alltoall of hundreds of
+// MiB), where 1024 threads kept more loads in flight.
 
 #include <cstddef>
 
@@ -45,7 +49,7 @@ GPUCOMM_HD constexpr std::size_t packet_limit(int members) {
 /// One call's launch at each member: `ctas` CTAs of `threads` threads, CTA k running part k.
 struct launch_shape {
   int ctas = 1;
-  int threads = 1024;
+  int threads = 512;
 };
 
 namespace detail {
@@ -54,7 +58,7 @@ namespace detail {
 enum class collective_protocol { rounds, packets };
 
 /// Threads per CTA of the launchers' kernels, by protocol.
-inline constexpr int round_threads = 1024;
+inline constexpr int round_threads = 512;
 inline constexpr int packet_threads = 256;
 
 /// The packet table above: CTAs for a message of `bytes` per member.

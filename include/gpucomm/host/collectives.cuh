@@ -267,7 +267,7 @@ void launch_collective(world& w, team_workspace const& ws, int pe, Call const& c
       cudaLaunchKernelEx(&config, collective_kernel<Tr, Call, Threads>, c, ws.view(pe).first_parts(ctas), call), pe);
 }
 
-/// Launches a round-protocol collective: every part (up to the cap), 1024 threads each.
+/// Launches a round-protocol collective: every part (up to the cap), round_threads threads each.
 template <class Tr, class Call>
 void launch_rounds(world& w, team_workspace const& ws, int pe, Call const& call, cudaStream_t stream,
                    char const* name) {
