@@ -10,7 +10,7 @@ overhead to the engine, not what a network delivers.
 BUILD is a build folder configured with -DGPUCOMM_BUILD_BENCHMARKS=ON where gpucomm::ucx and
 gpucomm::mpi exist; the script builds bench_engine there (--no-build: runs the bench_engine
 already in BUILD/benchmarks, e.g. one built on another machine). Needs mpirun and ucx_perftest (Debian:
-openmpi-bin, ucx-utils). TCP over loopback moves by up to 5x from one run to the next, so every
+openmpi-bin, ucx-utils). TCP over loopback moves a lot from one run to the next, so every
 measurement runs --repeat times (default 5), the rounds interleaved (each round runs every case
 once), and a row holds the median of its runs, its samples beside it. Writes gpucomm.engine-smoke/2
 JSON: the rows (metric, size, value, unit, source, samples; latency rows a median too: the median of
