@@ -1,7 +1,8 @@
 // ProxyQueue's joining of contiguous copies (transport/proxy_queue/detail/merge_copies.hpp), checked
 // against what the copies do: random batches of copies between two arenas are carried out once
 // as given and once as joined, byte by byte, and must leave the same destination arena; and the
-// count of joined copies is checked where it is known (runs of neighbouring words in any order).
+// count of joined copies is checked where it is known (runs of neighbouring words in any order,
+// written once or several times in one batch).
 #include <gpucomm/transport/proxy_queue/detail/merge_copies.hpp>
 
 #include <catch2/catch.hpp>
@@ -14,9 +15,13 @@
 #include <vector>
 
 using gpucomm::detail::copy_range;
-using gpucomm::detail::merge_contiguous;
 
 namespace {
+
+std::size_t merge_contiguous(std::vector<copy_range>& ranges) {
+  std::vector<std::size_t> open;
+  return gpucomm::detail::merge_contiguous(ranges, open);
+}
 
 constexpr std::size_t arena_bytes = 4096;
 
@@ -39,6 +44,41 @@ TEST_CASE("merge_contiguous: neighbouring words in any order become one copy", "
   CHECK(ranges[0].dst == 1000);
   CHECK(ranges[0].src == 200);
   CHECK(ranges[0].bytes == 512);
+}
+
+TEST_CASE("merge_contiguous: a run written k times in one batch becomes k copies", "[proxy]") {
+  // As 256 threads each putting their own word, twice or more, within one pass of the proxy:
+  // arrival in warp order, in any order, and with another run and a scattered word between.
+  std::mt19937_64 rng(13);
+  for (int const repeats : {1, 2, 3, 8}) {
+    for (bool const shuffled : {false, true}) {
+      std::vector<copy_range> ranges;
+      for (int k = 0; k < repeats; ++k) {
+        for (std::size_t i = 0; i < 256; ++i) ranges.push_back({4096 + 8 * i, 512 + 8 * i, 8});
+        for (std::size_t i = 0; i < 32; ++i) ranges.push_back({65536 + 8 * i, 16384 + 8 * i, 8});
+        ranges.push_back({100000, 7, 8});
+      }
+      if (shuffled) std::shuffle(ranges.begin(), ranges.end(), rng);
+      INFO(repeats << " repeats, " << (shuffled ? "shuffled" : "in order"));
+      std::size_t const n = merge_contiguous(ranges);
+      REQUIRE(n == static_cast<std::size_t>(3 * repeats));
+      for (std::size_t i = 0; i < n; ++i) {
+        INFO("copy " << i);
+        if (i < static_cast<std::size_t>(repeats)) {
+          CHECK(ranges[i].dst == 4096);
+          CHECK(ranges[i].src == 512);
+          CHECK(ranges[i].bytes == 2048);
+        } else if (i < static_cast<std::size_t>(2 * repeats)) {
+          CHECK(ranges[i].dst == 65536);
+          CHECK(ranges[i].src == 16384);
+          CHECK(ranges[i].bytes == 256);
+        } else {
+          CHECK(ranges[i].dst == 100000);
+          CHECK(ranges[i].bytes == 8);
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("merge_contiguous: what is not contiguous at both ends stays apart", "[proxy]") {
@@ -77,6 +117,10 @@ TEST_CASE("merge_contiguous: joined copies move the same bytes as the copies giv
       src = rng() % 5 == 0 ? rng() % (arena_bytes / 2) : src + bytes;
     }
     std::vector<unsigned char> const want = after_copies(ranges, source);
+    // Some copies given twice more: the same bytes to the same place, so the result stays defined.
+    std::size_t const distinct = ranges.size();
+    for (std::size_t i = 0; i < distinct; ++i)
+      if (rng() % 8 == 0) ranges.insert(ranges.end(), 2, ranges[i]);
     std::size_t const given = ranges.size();
     std::shuffle(ranges.begin(), ranges.end(), rng);
     std::size_t const n = merge_contiguous(ranges);

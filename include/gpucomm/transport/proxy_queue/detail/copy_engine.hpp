@@ -14,9 +14,9 @@
 // Copies are gathered per stream while the proxy reads a batch of commands, and go out as one
 // cudaMemcpyBatchAsync (one cudaMemcpyAsync when there is one): a CUDA call costs microseconds of
 // the proxy's time, which would otherwise cap the command rate at a few hundred thousand per
-// second. Gathered copies that continue one another (sorted by destination, the next one's
-// destination and source start where this one's end) go as one copy: the copy engine's cost per
-// copy, not per byte, is what bounds many small puts to neighbouring words. The copies of one batch may run in any
+// second. Gathered copies that continue one another (the next one's destination and source start
+// where one before it ends; merge_copies.hpp) go as one copy: the copy engine's cost per copy, not
+// per byte, is what bounds many small puts to neighbouring words. The copies of one batch may run in any
 // order among themselves, which the contract allows: puts to a PE are ordered only by fence and quiet, and ProxyQueue's
 // fence is a quiet (device.cuh), so no two copies that must stay ordered are ever in flight together. Whatever must
 // follow copies (a put_signal's signal write, the completion marker) is issued after the gathered copies go out, so
@@ -143,6 +143,7 @@ class copy_engine_backend {
     std::vector<std::size_t> sizes;
     std::vector<std::uint64_t> gathered;
     std::vector<copy_range> ranges;  // merge()'s scratch
+    std::vector<std::size_t> open;   // merge_contiguous()'s scratch
 
     void gather(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, std::uint64_t ticket);
 

@@ -110,7 +110,7 @@ inline void copy_engine_backend::lane::merge() {
   ranges.resize(dsts.size());
   for (std::size_t i = 0; i < ranges.size(); ++i)
     ranges[i] = {reinterpret_cast<std::uintptr_t>(dsts[i]), reinterpret_cast<std::uintptr_t>(srcs[i]), sizes[i]};
-  std::size_t const n = merge_contiguous(ranges);
+  std::size_t const n = merge_contiguous(ranges, open);
   dsts.resize(n);
   srcs.resize(n);
   sizes.resize(n);

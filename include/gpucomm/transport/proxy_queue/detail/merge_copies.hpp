@@ -17,12 +17,18 @@ struct copy_range {
   std::size_t bytes = 0;
 };
 
-/// Sorts `ranges` by destination (then source) and joins each run in which every copy starts,
-/// at both ends, where the one before it ends; the joined copies are the first entries of
-/// `ranges`, and their count is returned. The order of copies is not kept: only copies that may
-/// run in any order among themselves may be joined (one batch of ProxyQueue's, which no fence
-/// divides). Overlapping copies stay separate; empty ones are dropped.
-std::size_t merge_contiguous(std::vector<copy_range>& ranges);
+/// Joins copies that continue one another (the next one starts, at both ends, where one before it
+/// ends) into as few copies as it can; the joined copies are the first entries of `ranges`, in
+/// order of destination, and their count is returned. The order of copies is not kept: only
+/// copies that may run in any order among themselves may be joined (one batch of ProxyQueue's,
+/// which no fence divides). Copies to the same bytes (a batch that writes some words more than
+/// once) go into different joined copies, so k writes of every word of a run become k copies;
+/// other overlapping copies stay separate; empty ones are dropped.
+///
+/// Cost: linear when the copies come mostly in order of destination (runs that continue one
+/// another are joined before anything is sorted); a sort of what is left otherwise. `open` is
+/// scratch, kept by the caller so that no call allocates once it has grown.
+std::size_t merge_contiguous(std::vector<copy_range>& ranges, std::vector<std::size_t>& open);
 
 }  // namespace gpucomm::detail
 

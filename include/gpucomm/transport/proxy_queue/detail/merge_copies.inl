@@ -3,26 +3,75 @@
 
 namespace gpucomm::detail {
 
-inline std::size_t merge_contiguous(std::vector<copy_range>& ranges) {
-  // qsort rather than std::sort: <algorithm> would cost every file that includes ProxyQueue more
-  // compile time than this sort of one batch (at most a few dozen copies) costs at run time.
-  std::qsort(ranges.data(), ranges.size(), sizeof(copy_range), [](void const* x, void const* y) {
-    auto const& a = *static_cast<copy_range const*>(x);
-    auto const& b = *static_cast<copy_range const*>(y);
-    if (a.dst != b.dst) return a.dst < b.dst ? -1 : 1;
-    return a.src < b.src ? -1 : (a.src > b.src ? 1 : 0);
-  });
+namespace merge_detail {
+
+inline bool continues(copy_range const& last, copy_range const& r) {
+  return r.dst == last.dst + last.bytes && r.src == last.src + last.bytes;
+}
+
+/// Joins each copy into the one just before it where it continues it, in the order given, and
+/// drops empty copies; returns how many are left (the first entries).
+inline std::size_t join_in_order(std::vector<copy_range>& ranges) {
   std::size_t out = 0;
-  for (copy_range const& r : ranges) {
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    copy_range const r = ranges[i];
     if (r.bytes == 0) continue;
-    if (out != 0) {
-      copy_range& last = ranges[out - 1];
-      if (r.dst == last.dst + last.bytes && r.src == last.src + last.bytes) {
-        last.bytes += r.bytes;
-        continue;
-      }
+    if (out != 0 && continues(ranges[out - 1], r)) {
+      ranges[out - 1].bytes += r.bytes;
+      continue;
     }
     ranges[out++] = r;
+  }
+  return out;
+}
+
+inline bool before(copy_range const& a, copy_range const& b) { return a.dst != b.dst ? a.dst < b.dst : a.src < b.src; }
+
+}  // namespace merge_detail
+
+inline std::size_t merge_contiguous(std::vector<copy_range>& ranges, std::vector<std::size_t>& open) {
+  using namespace merge_detail;
+  // 1. Runs that arrive in order (the threads of a warp posting neighbouring words) join first,
+  //    so that what follows works on few pieces.
+  std::size_t const pieces = join_in_order(ranges);
+  ranges.resize(pieces);
+  if (pieces < 2) return pieces;
+  // 2. In order of destination. qsort rather than std::sort: <algorithm> would cost every file
+  //    that includes ProxyQueue more compile time than this sort of one batch costs at run time.
+  bool sorted = true;
+  for (std::size_t i = 1; i < pieces && sorted; ++i) sorted = !before(ranges[i], ranges[i - 1]);
+  if (!sorted) {
+    std::qsort(ranges.data(), pieces, sizeof(copy_range), [](void const* x, void const* y) {
+      auto const& a = *static_cast<copy_range const*>(x);
+      auto const& b = *static_cast<copy_range const*>(y);
+      return before(a, b) ? -1 : (before(b, a) ? 1 : 0);
+    });
+  }
+  // 3. Each piece continues a joined copy that ends where it starts, or begins one. `open` holds
+  //    the joined copies that a later piece may still continue: a joined copy ending below the
+  //    piece's destination never can (destinations only grow from here), so it leaves the set.
+  //    Joined copies are written in place: out <= i always.
+  open.clear();
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < pieces; ++i) {
+    copy_range const r = ranges[i];
+    std::size_t into = pieces;
+    for (std::size_t k = 0; k < open.size();) {
+      copy_range const& o = ranges[open[k]];
+      if (o.dst + o.bytes < r.dst) {
+        open[k] = open.back();
+        open.pop_back();
+        continue;
+      }
+      if (into == pieces && continues(o, r)) into = open[k];
+      ++k;
+    }
+    if (into != pieces) {
+      ranges[into].bytes += r.bytes;
+    } else {
+      ranges[out] = r;
+      open.push_back(out++);
+    }
   }
   return out;
 }
