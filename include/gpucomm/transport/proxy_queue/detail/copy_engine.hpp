@@ -29,7 +29,11 @@
 // Completion: after a batch of commands, one cuStreamWriteValue64 per stream that received work
 // writes the batch's last ticket + 1 into that stream's word in mapped host memory (again after
 // the copies, by the default memory barrier). The proxy polls those words: a ticket is complete
-// once its stream's word is above it. A stream that reports an error (cudaStreamQuery) fails
+// once its stream's word is above it. A stream has at most one marker in flight: work sent while
+// its last marker is still queued gets its own once that one has landed (poll()), so a backlog of
+// copies runs with few markers between them (each waits for the copies before it to be
+// visible) and the proxy spends fewer calls on them; a marker is never later than the copies
+// sent before its predecessor landed. A stream that reports an error (cudaStreamQuery) fails
 // every ticket still on it, so a GPU never waits on a copy that will not finish.
 
 #include <cuda.h>
@@ -96,6 +100,10 @@ class copy_engine_backend {
         l.tickets.pop_front();
         progressed = true;
       }
+      if (l.unmarked && below >= l.marked) {  // its last marker has landed: the next one now
+        cudaSetDevice(at_.device);            // (a pass that read nothing has not set it)
+        mark_lane(i);
+      }
       if (progressed) {
         l.since = now;
       } else if (now - l.since > stall_check) {
@@ -129,13 +137,14 @@ class copy_engine_backend {
   static constexpr std::size_t words_per_line = 8;  // each stream's word on its own cache line
   static constexpr auto stall_check = std::chrono::milliseconds(100);
 
-  /// Copies gathered on one stream before they go out as one call.
-  static constexpr std::size_t max_gathered = 256;
+  /// Copies gathered on one stream before they go out as one call: one proxy_thread::batch.
+  static constexpr std::size_t max_gathered = 512;
 
   struct lane {
     cudaStream_t stream = nullptr;
     fifo<std::uint64_t> tickets;  // sent on this stream, not yet complete, in order
     bool unmarked = false;        // work sent since the last marker
+    std::uint64_t marked = 0;     // the value of the last marker sent (landed once the word has it)
     std::chrono::steady_clock::time_point since{};
     // Gathered copies, not yet sent: cudaMemcpyBatchAsync's operands, and each copy's ticket.
     std::vector<void*> dsts;
@@ -150,6 +159,9 @@ class copy_engine_backend {
     /// Joins the gathered copies that continue one another into one (merge_contiguous).
     void merge();
   };
+
+  /// Sends lane `i`'s marker: its last ticket + 1, after the work sent before it.
+  void mark_lane(std::size_t i);
 
   /// Sends lane `i`'s gathered copies as one call; their tickets are then tracked (or, if the
   /// call failed, recorded as failed and completed by the next poll()). Returns whether it worked.

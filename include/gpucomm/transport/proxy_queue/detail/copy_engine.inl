@@ -77,16 +77,27 @@ inline void copy_engine_backend::mark() {
     lane& l = lanes_[i];
     if (!l.gathered.empty()) send_gathered(i);
     if (!l.unmarked || l.tickets.empty()) continue;
-    l.unmarked = false;
-    CUresult const cu = driver().cuStreamWriteValue64(l.stream, reinterpret_cast<CUdeviceptr>(done_word(i)),
-                                                      l.tickets.back() + 1, CU_STREAM_WRITE_VALUE_DEFAULT);
-    if (cu != CUDA_SUCCESS) {
-      // Without its marker the batch's completion cannot be seen: wait for the stream instead.
-      cudaError_t const rc = cudaStreamSynchronize(l.stream);
-      std::string what = "cuStreamWriteValue64 (completion marker): " + cu_error_text(cu);
-      if (rc != cudaSuccess) what += "; then cudaStreamSynchronize: " + std::string(cudaGetErrorName(rc));
-      fail_lane(i, what);
-    }
+    // Relaxed: only whether the last marker landed is asked here; poll() acquires what it completes.
+    std::uint64_t const landed =
+        cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*done_word(i)).load(cuda::memory_order_relaxed);
+    if (landed >= l.marked) mark_lane(i);  // else poll() marks once it has
+  }
+}
+
+inline void copy_engine_backend::mark_lane(std::size_t i) {
+  lane& l = lanes_[i];
+  if (l.tickets.empty()) return;
+  l.unmarked = false;
+  l.marked = l.tickets.back() + 1;
+  CUresult const cu = driver().cuStreamWriteValue64(l.stream, reinterpret_cast<CUdeviceptr>(done_word(i)), l.marked,
+                                                    CU_STREAM_WRITE_VALUE_DEFAULT);
+  if (cu != CUDA_SUCCESS) {
+    // Without its marker the batch's completion cannot be seen: wait for the stream instead.
+    cudaError_t const rc = cudaStreamSynchronize(l.stream);
+    std::string what = "cuStreamWriteValue64 (completion marker): " + cu_error_text(cu);
+    if (rc != cudaSuccess) what += "; then cudaStreamSynchronize: " + std::string(cudaGetErrorName(rc));
+    fail_lane(i, what);
+    l.marked = 0;  // none in flight: the lane's next work is marked at once
   }
 }
 
