@@ -32,9 +32,10 @@
 // once its stream's word is above it. A stream has at most one marker in flight: work sent while
 // its last marker is still queued gets its own once that one has landed (poll()), so a backlog of
 // copies runs with few markers between them (each waits for the copies before it to be
-// visible) and the proxy spends fewer calls on them; a marker is never later than the copies
-// sent before its predecessor landed. A stream that reports an error (cudaStreamQuery) fails
-// every ticket still on it, so a GPU never waits on a copy that will not finish.
+// visible) and the proxy spends fewer calls on them. A command sent to an idle stream is marked
+// in its own pass; under a backlog its completion may be seen one marker later. A stream that
+// reports an error (cudaStreamQuery) fails every ticket still on it, so a GPU never waits on a
+// copy that will not finish.
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
