@@ -15,16 +15,19 @@
 // cudaMemcpyBatchAsync (one cudaMemcpyAsync when there is one): a CUDA call costs microseconds of
 // the proxy's time, which would otherwise cap the command rate at a few hundred thousand per
 // second. Gathered copies that continue one another (the next one's destination and source start
-// where one before it ends; merge_copies.hpp) go as one copy: the copy engine's cost per copy, not
-// per byte, is what bounds many small puts to neighbouring words. The copies of one batch may run in any
-// order among themselves, which the contract allows: puts to a PE are ordered only by fence and quiet, and ProxyQueue's
-// fence is a quiet (device.cuh), so no two copies that must stay ordered are ever in flight together. Whatever must
-// follow copies (a put_signal's signal write, the completion marker) is issued after the gathered copies go out, so
-// stream order puts it after them. Addresses come as this PE's view of the symmetric heap; the peer's copy is `(peer -
-// pe) * stride` bytes away in this process (host/detail/heap.hpp). A command whose heap range lies outside this PE's
-// slot, whose local buffer (outside the heap) is not memory CUDA knows, whose PE is out of range, or whose operation
-// this backend does not carry, is refused and recorded, never carried out: an address CUDA does not know would
-// otherwise be copied as pageable host memory.
+// where one before it ends; merge_copies.hpp) go as one copy, and bytes gathered twice from the
+// same place (the same words put again before the first put completed) are copied once: the copy
+// engine's cost per copy, not per byte, is what bounds many small puts to neighbouring words. The
+// copies of one batch may run in any order among themselves, which the contract allows: puts to a
+// PE are ordered only by fence and quiet, and ProxyQueue's fence is a quiet (device.cuh), so no two
+// copies that must stay ordered are ever in flight together. Whatever must follow copies (a
+// put_signal's signal write, the completion marker) is issued after the gathered copies go out, so
+// stream order puts it after them. Addresses come as this PE's view of the symmetric heap; the
+// peer's copy is `(peer - pe) * stride` bytes away in this process (host/detail/heap.hpp). A
+// command whose heap range lies outside this PE's slot, whose local buffer (outside the heap) is
+// not memory CUDA knows, whose PE is out of range, or whose operation this backend does not carry,
+// is refused and recorded, never carried out: an address CUDA does not know would otherwise be
+// copied as pageable host memory.
 //
 // Completion: after a batch of commands, one cuStreamWriteValue64 per stream that received work
 // writes the batch's last ticket + 1 into that stream's word in mapped host memory (again after

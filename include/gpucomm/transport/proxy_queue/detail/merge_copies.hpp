@@ -21,9 +21,13 @@ struct copy_range {
 /// ends) into as few copies as it can; the joined copies are the first entries of `ranges`, in
 /// order of destination, and their count is returned. The order of copies is not kept: only
 /// copies that may run in any order among themselves may be joined (one batch of ProxyQueue's,
-/// which no fence divides). Copies to the same bytes (a batch that writes some words more than
-/// once) go into different joined copies, so k writes of every word of a run become k copies;
-/// other overlapping copies stay separate; empty ones are dropped.
+/// which no fence divides). Bytes copied more than once from the same place (a batch that puts
+/// the same run twice, or runs that overlap) are copied once: copies that move bytes from the same
+/// place (the same distance between destination and source) and overlap or touch become one. That
+/// leaves the same bytes only while no source changes before the batch's copies are made:
+/// ProxyQueue's sources stay unchanged until the put completes, by the contract. Copies to the
+/// same bytes from other places, and other overlapping copies, stay separate; empty ones are
+/// dropped.
 ///
 /// Cost: linear when the copies come mostly in order of destination (runs that continue one
 /// another are joined before anything is sorted); a sort of what is left otherwise. `open` is

@@ -25,6 +25,13 @@ inline std::size_t join_in_order(std::vector<copy_range>& ranges) {
   return out;
 }
 
+/// Whether `r`, which starts at or after `o`, moves bytes from the same place as `o` does (the
+/// same distance between destination and source) and starts within `o` or where it ends: then
+/// the two are one copy, from `o`'s start to the later of their ends.
+inline bool extends(copy_range const& o, copy_range const& r) {
+  return r.dst <= o.dst + o.bytes && r.dst - o.dst == r.src - o.src;
+}
+
 inline bool before(copy_range const& a, copy_range const& b) { return a.dst != b.dst ? a.dst < b.dst : a.src < b.src; }
 
 }  // namespace merge_detail
@@ -47,10 +54,12 @@ inline std::size_t merge_contiguous(std::vector<copy_range>& ranges, std::vector
       return before(a, b) ? -1 : (before(b, a) ? 1 : 0);
     });
   }
-  // 3. Each piece continues a joined copy that ends where it starts, or begins one. `open` holds
-  //    the joined copies that a later piece may still continue: a joined copy ending below the
-  //    piece's destination never can (destinations only grow from here), so it leaves the set.
-  //    Joined copies are written in place: out <= i always.
+  // 3. Each piece extends a joined copy that moves bytes from the same place and ends where the
+  //    piece starts, or after (the piece continues it, or repeats some of its bytes), or begins
+  //    one. `open` holds the joined copies that a later piece may still extend: a joined copy
+  //    ending below the piece's destination never can (destinations only grow from here), so it
+  //    leaves the set; so at most one open copy moves bytes from any one place. Joined copies are
+  //    written in place: out <= i always.
   open.clear();
   std::size_t out = 0;
   for (std::size_t i = 0; i < pieces; ++i) {
@@ -63,11 +72,12 @@ inline std::size_t merge_contiguous(std::vector<copy_range>& ranges, std::vector
         open.pop_back();
         continue;
       }
-      if (into == pieces && continues(o, r)) into = open[k];
+      if (into == pieces && extends(o, r)) into = open[k];
       ++k;
     }
     if (into != pieces) {
-      ranges[into].bytes += r.bytes;
+      copy_range& o = ranges[into];
+      if (r.dst + r.bytes > o.dst + o.bytes) o.bytes = r.dst + r.bytes - o.dst;
     } else {
       ranges[out] = r;
       open.push_back(out++);
