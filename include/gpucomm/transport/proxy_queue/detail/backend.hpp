@@ -24,6 +24,11 @@
 
 namespace gpucomm::detail {
 
+/// Commands a proxy thread reads from one ring in one pass at most (between two mark()s). The
+/// CUDA calls of a pass (a copy, a marker: microseconds each) are shared by its commands, so a
+/// backlog is read in large passes; a ring with fewer commands published is read to its end.
+inline constexpr int commands_per_pass = 512;
+
 class proxy_backend {
  public:
   virtual ~proxy_backend() = default;

@@ -56,6 +56,7 @@
 #include "../../../error.hpp"
 #include "../../../host/detail/driver.hpp"
 #include "../command.cuh"
+#include "backend.hpp"
 #include "failures.hpp"
 #include "merge_copies.hpp"
 
@@ -104,8 +105,8 @@ class copy_engine_backend {
         l.tickets.pop_front();
         progressed = true;
       }
-      if (l.unmarked && below >= l.marked) {  // its last marker has landed: the next one now
-        cudaSetDevice(at_.device);            // (a pass that read nothing has not set it)
+      if (marker_due(l, below)) {
+        cudaSetDevice(at_.device);  // a pass that read nothing has not set it
         mark_lane(i);
       }
       if (progressed) {
@@ -141,8 +142,8 @@ class copy_engine_backend {
   static constexpr std::size_t words_per_line = 8;  // each stream's word on its own cache line
   static constexpr auto stall_check = std::chrono::milliseconds(100);
 
-  /// Copies gathered on one stream before they go out as one call: one proxy_thread::batch.
-  static constexpr std::size_t max_gathered = 512;
+  /// Copies gathered on one stream before they go out as one call: one pass's commands.
+  static constexpr std::size_t max_gathered = commands_per_pass;
 
   struct lane {
     cudaStream_t stream = nullptr;
@@ -164,7 +165,13 @@ class copy_engine_backend {
     void merge();
   };
 
-  /// Sends lane `i`'s marker: its last ticket + 1, after the work sent before it.
+  /// Whether lane `l` has work sent without a marker and its last marker has landed (its word
+  /// holds `word`): then its next marker goes now, else once poll() sees the last one land.
+  static bool marker_due(lane const& l, std::uint64_t word) {
+    return l.unmarked && !l.tickets.empty() && word >= l.marked;
+  }
+
+  /// Sends lane `i`'s marker: its last ticket + 1, after the work sent before it (marker_due).
   void mark_lane(std::size_t i);
 
   /// Sends lane `i`'s gathered copies as one call; their tickets are then tracked (or, if the

@@ -76,17 +76,16 @@ inline void copy_engine_backend::mark() {
   for (std::size_t i = 0; i < lanes_.size(); ++i) {
     lane& l = lanes_[i];
     if (!l.gathered.empty()) send_gathered(i);
-    if (!l.unmarked || l.tickets.empty()) continue;
+    if (!l.unmarked) continue;
     // Relaxed: only whether the last marker landed is asked here; poll() acquires what it completes.
-    std::uint64_t const landed =
+    std::uint64_t const word =
         cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(*done_word(i)).load(cuda::memory_order_relaxed);
-    if (landed >= l.marked) mark_lane(i);  // else poll() marks once it has
+    if (marker_due(l, word)) mark_lane(i);
   }
 }
 
 inline void copy_engine_backend::mark_lane(std::size_t i) {
   lane& l = lanes_[i];
-  if (l.tickets.empty()) return;
   l.unmarked = false;
   l.marked = l.tickets.back() + 1;
   CUresult const cu = driver().cuStreamWriteValue64(l.stream, reinterpret_cast<CUdeviceptr>(done_word(i)), l.marked,

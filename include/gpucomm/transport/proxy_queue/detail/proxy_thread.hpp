@@ -60,10 +60,8 @@ std::string one_cpu_warning();
 
 class proxy_thread {
  public:
-  /// Commands read from one ring before the thread marks, polls and moves to the next ring. The
-  /// CUDA calls of a pass (a copy, a marker: microseconds each) are shared by its commands, so a
-  /// backlog is read in large passes; a ring with fewer commands published is read to its end.
-  static constexpr int batch = 512;
+  /// Commands read from one ring before the thread marks, polls and moves to the next ring.
+  static constexpr int batch = commands_per_pass;
 
   /// Starts serving `rings`; pinned to `cpu` unless it is negative.
   proxy_thread(std::vector<proxy_ring*> rings, int cpu);
