@@ -6,13 +6,14 @@
 //                            pinned host memory -> GPU, per iteration.
 //   proxyqueue_command_rate  both PEs at once, each from `threads` GPU threads of one CTA: every
 //                            thread posts `iters` commands (nop, or a put_nbi of 8 bytes to the
-//                            other PE: contiguous, thread t to word t, which the copy engine
-//                            backend joins into one copy per batch; or scattered, thread t to
-//                            word 8t, which it cannot), then the CTA quiets; commands per second
-//                            summed over both PEs, with one proxy thread for the process
-//                            (per_process) or one per PE (per_pe): the measurement behind
-//                            proxy_options::threads' default. The store path is off: every put
-//                            is a command.
+//                            other PE: contiguous, the CTA's k-th put to word k, which the copy
+//                            engine backend joins into one copy per batch; or scattered, to word
+//                            8k, which it cannot), then the CTA quiets; k counts modulo `slots`,
+//                            so no word is put twice within a batch (which the backend would copy
+//                            once); commands per second summed over both PEs, with one proxy
+//                            thread for the process (per_process) or one per PE (per_pe): the
+//                            measurement behind proxy_options::threads' default. The store path
+//                            is off: every put is a command.
 // With both PEs on one GPU the figures are smoke.
 #include "common.cuh"
 
@@ -35,17 +36,21 @@ __global__ void ring_round_trip_kernel(gpucomm::comm<ProxyQueue> c, int iters) {
   }
 }
 
-/// Words between neighbouring threads' puts in the scattered variant.
+/// Words between neighbouring puts in the scattered variant.
 constexpr int scatter = 8;
+/// Puts before a word is put again: more than one batch of the proxy's, so that no batch holds a
+/// word twice.
+constexpr int slots = 8192;
 
 template <bool Put>
 __global__ void __launch_bounds__(1024, 1)
     command_rate_kernel(gpucomm::comm<ProxyQueue> c, gpucomm::sym_ptr<std::uint64_t> buf, int stride, int iters) {
   int const peer = 1 - c.my_pe();
   auto const me = gpucomm::this_thread();
-  auto const slot = buf + static_cast<std::ptrdiff_t>(threadIdx.x) * stride;
   for (int i = 0; i < iters; ++i) {
     if constexpr (Put) {
+      auto const k = (static_cast<unsigned>(i) * blockDim.x + threadIdx.x) % slots;
+      auto const slot = buf + static_cast<std::ptrdiff_t>(k) * stride;
       c.put_nbi(me, slot, slot.get(), 1, peer);
     } else {
       pq::command nop;
@@ -93,7 +98,7 @@ void proxyqueue_command_rate(bench::session& s) {
   for (auto const mode : {gpucomm::proxy_threads::per_process, gpucomm::proxy_threads::per_pe}) {
     gpucomm::world w = make_world(2, 64 * bench::MiB);
     w.configure<ProxyQueue>({.threads = mode, .store_path_bytes = 0});
-    auto buf = w.alloc<std::uint64_t>(1024 * scatter);
+    auto buf = w.alloc<std::uint64_t>(slots * scatter);
     std::vector<bench::event_timer> timers;
     for (int pe = 0; pe < 2; ++pe) timers.emplace_back(w.device(pe));
     w.barrier();
