@@ -33,6 +33,18 @@ std::vector<unsigned char> after_copies(std::vector<copy_range> const& ranges,
   return dst;
 }
 
+/// Joins `ranges` and checks that exactly the copies `want` are left, in order.
+void check_joined(std::vector<copy_range> ranges, std::vector<copy_range> const& want) {
+  ranges.resize(merge_contiguous(ranges));
+  REQUIRE(ranges.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("copy " << i);
+    CHECK(ranges[i].dst == want[i].dst);
+    CHECK(ranges[i].src == want[i].src);
+    CHECK(ranges[i].bytes == want[i].bytes);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("merge_contiguous: neighbouring words in any order become one copy", "[proxy]") {
@@ -40,10 +52,7 @@ TEST_CASE("merge_contiguous: neighbouring words in any order become one copy", "
   std::vector<copy_range> ranges;
   for (std::size_t i = 0; i < 64; ++i) ranges.push_back({1000 + 8 * i, 200 + 8 * i, 8});
   std::shuffle(ranges.begin(), ranges.end(), rng);
-  REQUIRE(merge_contiguous(ranges) == 1);
-  CHECK(ranges[0].dst == 1000);
-  CHECK(ranges[0].src == 200);
-  CHECK(ranges[0].bytes == 512);
+  check_joined(ranges, {{1000, 200, 512}});
 }
 
 TEST_CASE("merge_contiguous: a run written k times in one batch becomes one copy", "[proxy]") {
@@ -70,17 +79,7 @@ TEST_CASE("merge_contiguous: a run written k times in one batch becomes one copy
       for (auto const& w : warps) ranges.insert(ranges.end(), w.begin(), w.end());
       if (how == arrival::words_shuffled) std::shuffle(ranges.begin(), ranges.end(), rng);
       INFO(repeats << " repeats, arrival " << static_cast<int>(how));
-      std::size_t const n = merge_contiguous(ranges);
-      REQUIRE(n == 3);
-      CHECK(ranges[0].dst == 4096);
-      CHECK(ranges[0].src == 512);
-      CHECK(ranges[0].bytes == 2048);
-      CHECK(ranges[1].dst == 65536);
-      CHECK(ranges[1].src == 16384);
-      CHECK(ranges[1].bytes == 256);
-      CHECK(ranges[2].dst == 100000);
-      CHECK(ranges[2].src == 7);
-      CHECK(ranges[2].bytes == 8);
+      check_joined(ranges, {{4096, 512, 2048}, {65536, 16384, 256}, {100000, 7, 8}});
     }
   }
 }
@@ -91,17 +90,8 @@ TEST_CASE("merge_contiguous: overlaps join only when they move bytes from the sa
   // the same place (one copy) and from another (apart).
   std::vector<copy_range> ranges = {{0, 100, 8},     {0, 200, 8},     {64, 0, 32},    {64, 8, 32},   {64, 0, 32},
                                     {1000, 500, 64}, {1032, 532, 64}, {1040, 540, 8}, {1200, 0, 16}, {1208, 16, 16}};
-  std::size_t const n = merge_contiguous(ranges);
-  ranges.resize(n);
-  std::vector<copy_range> const want = {{0, 100, 8},     {0, 200, 8},   {64, 0, 32},   {64, 8, 32},
-                                        {1000, 500, 96}, {1200, 0, 16}, {1208, 16, 16}};
-  REQUIRE(ranges.size() == want.size());
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    INFO("copy " << i);
-    CHECK(ranges[i].dst == want[i].dst);
-    CHECK(ranges[i].src == want[i].src);
-    CHECK(ranges[i].bytes == want[i].bytes);
-  }
+  check_joined(ranges,
+               {{0, 100, 8}, {0, 200, 8}, {64, 0, 32}, {64, 8, 32}, {1000, 500, 96}, {1200, 0, 16}, {1208, 16, 16}});
 }
 
 TEST_CASE("merge_contiguous: what is not contiguous at both ends stays apart", "[proxy]") {
@@ -111,16 +101,7 @@ TEST_CASE("merge_contiguous: what is not contiguous at both ends stays apart", "
       {108, 58, 4}, {112, 62, 8},  // joins: 100..120 from 50..70
       {300, 0, 16}, {308, 90, 8},  // overlapping destinations, from other places: apart
   };
-  std::size_t const n = merge_contiguous(ranges);
-  ranges.resize(n);
-  std::vector<copy_range> const want = {{0, 0, 8}, {8, 16, 8}, {100, 50, 20}, {300, 0, 16}, {308, 90, 8}};
-  REQUIRE(ranges.size() == want.size());
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    INFO("copy " << i);
-    CHECK(ranges[i].dst == want[i].dst);
-    CHECK(ranges[i].src == want[i].src);
-    CHECK(ranges[i].bytes == want[i].bytes);
-  }
+  check_joined(ranges, {{0, 0, 8}, {8, 16, 8}, {100, 50, 20}, {300, 0, 16}, {308, 90, 8}});
 }
 
 TEST_CASE("merge_contiguous: joined copies move the same bytes as the copies given", "[proxy]") {
